@@ -1,0 +1,46 @@
+# lifeboat: see README.md. Every target runs on a fresh machine with only Go,
+# the Go module proxy and moto_server (Python) available.
+
+SHELL := /bin/bash
+BIN := $(CURDIR)/bin
+GO ?= go
+# Versions of the testbed tools are pinned in hack/tools/*/go.mod; the
+# Kubernetes version below must match hack/tools/k8s/go.mod.
+K8S_VERSION := v1.34.4
+K8S_LDFLAGS := -s -w \
+	-X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=1 \
+	-X k8s.io/component-base/version.gitMinor=34 \
+	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
+	-X k8s.io/client-go/pkg/version.gitMajor=1 \
+	-X k8s.io/client-go/pkg/version.gitMinor=34
+TOOLS := kube-apiserver kube-controller-manager kube-scheduler etcd kwok ec2-metadata-mock
+
+.PHONY: all build tools test test-unit test-e2e lint demo clean
+all: build
+
+build:
+	$(GO) build -o $(BIN)/lifeboat ./cmd/lifeboat
+
+# tools builds the pinned testbed binaries into bin/. Each binary depends on
+# its module's go.mod/go.sum, so a warm run does nothing.
+tools: $(addprefix $(BIN)/,$(TOOLS))
+
+$(BIN)/kube-%: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+	@echo "building $(notdir $@) $(K8S_VERSION) (cold: ~2 min each)"
+	cd hack/tools/k8s && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+$(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
+	@echo "building etcd"
+	cd hack/tools/etcd && $(GO) build -trimpath -ldflags '-s -w' -o $@ go.etcd.io/etcd/server/v3
+
+$(BIN)/kwok: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
+	@echo "building kwok"
+	cd hack/tools/kwok && $(GO) build -trimpath -ldflags '-s -w' -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(BIN)/ec2-metadata-mock: hack/tools/imds/go.mod hack/tools/imds/go.sum
+	@echo "building ec2-metadata-mock"
+	cd hack/tools/imds && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/aws/amazon-ec2-metadata-mock/cmd
+
+clean:
+	rm -rf $(BIN)
