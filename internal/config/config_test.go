@@ -1,0 +1,118 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := Load([]string{"--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/q", "--pod-namespace", "kube-system"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Mode != ModeQueue || c.Workers != 10 || c.VisibilityTimeout != 2*time.Minute || !c.CompleteLifecycle || c.LeaseNamespace != "kube-system" {
+		t.Errorf("unexpected defaults: %+v", c)
+	}
+	if c.Drains(event.RebalanceRecommendation) {
+		t.Error("rebalance drains by default; want cordon only")
+	}
+	if !c.Drains(event.SpotInterruption) || !c.Drains(event.LifecycleTerminate) {
+		t.Error("spot interruption and lifecycle terminate must drain by default")
+	}
+}
+
+func TestLoadEnvAndFlags(t *testing.T) {
+	getenv := env(map[string]string{
+		"LIFEBOAT_QUEUE_URL":    "http://127.0.0.1:5000/123456789012/env-queue",
+		"LIFEBOAT_WORKERS":      "3",
+		"LIFEBOAT_AWS_ENDPOINT": "http://127.0.0.1:5000,autoscaling=http://127.0.0.1:6000",
+		"LIFEBOAT_LEADER_ELECT": "false",
+	})
+	c, err := Load([]string{"--workers", "7"}, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 7 {
+		t.Errorf("flag must win over env: workers = %d", c.Workers)
+	}
+	if c.QueueURL != "http://127.0.0.1:5000/123456789012/env-queue" {
+		t.Errorf("queue url from env: %q", c.QueueURL)
+	}
+	want := map[string]string{
+		"sqs": "http://127.0.0.1:5000", "ec2": "http://127.0.0.1:5000", "eventbridge": "http://127.0.0.1:5000",
+		"sts": "http://127.0.0.1:5000", "autoscaling": "http://127.0.0.1:6000",
+	}
+	if d := cmp.Diff(want, c.Endpoints); d != "" {
+		t.Errorf("endpoints (-want +got):\n%s", d)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // substrings, all must appear
+	}{
+		{"queue url missing", []string{"--leader-elect=false"}, nil, []string{"--queue-url is required"}},
+		{"every problem at once", []string{"--queue-url", "x", "--workers", "0", "--unknown-instance", "eat", "--log-format", "xml", "--leader-elect=false"}, nil,
+			[]string{"is not a URL", "--workers 0", "--unknown-instance", "--log-format"}},
+		{"token option in imds mode", []string{"--mode", "imds", "--node-name", "n", "--heartbeat-interval", "10s"}, nil,
+			[]string{"--heartbeat-interval is not supported in imds mode", "no lifecycle action token"}},
+		{"complete lifecycle in imds mode from env", []string{"--mode", "imds", "--node-name", "n"}, map[string]string{"LIFEBOAT_COMPLETE_LIFECYCLE": "true"},
+			[]string{"--complete-lifecycle is not supported in imds mode"}},
+		{"queue option in imds mode", []string{"--mode", "imds", "--node-name", "n", "--queue-url", "http://x/q"}, nil,
+			[]string{"--queue-url is not supported in imds mode (only in queue mode)"}},
+		{"imds needs node", []string{"--mode", "imds"}, nil, []string{"--node-name is required in imds mode"}},
+		{"unknown mode", []string{"--mode", "lambda"}, nil, []string{`--mode "lambda"`}},
+		{"bad kind", []string{"--drain-on", "spot"}, nil, []string{`unknown or non-draining kind "spot"`}},
+		{"bad endpoint service", []string{"--aws-endpoint", "s3=http://x"}, nil, []string{`unknown service "s3"`}},
+		{"bad env value", []string{"--queue-url", "http://x/q", "--leader-elect=false"}, map[string]string{"LIFEBOAT_WORKERS": "many"}, []string{"LIFEBOAT_WORKERS"}},
+		{"stray argument", []string{"--queue-url", "http://x/q", "extra"}, nil, []string{"unexpected arguments"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(tt.args, env(tt.env))
+			if err == nil {
+				t.Fatal("Load succeeded; want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestIMDSModeDisablesLifecycle(t *testing.T) {
+	c, err := Load([]string{"--mode", "imds", "--node-name", "ip-10-0-0-1.ec2.internal"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CompleteLifecycle {
+		t.Error("imds mode must not complete lifecycle actions")
+	}
+}
+
+func TestConfigurationDocUpToDate(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "configuration.md")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `make docs`)", err)
+	}
+	if d := cmp.Diff(Markdown(), string(got)); d != "" {
+		t.Errorf("docs/configuration.md is stale; run `make docs` (-want +got):\n%s", d)
+	}
+}
