@@ -1,0 +1,125 @@
+// Package plan decides what to do with a node, given everything AWS has
+// announced about its instance. It is pure: no I/O, no clock (the caller
+// passes now), no clients; the controller carries the plan out.
+package plan
+
+import (
+	"slices"
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+// TaintPrefix starts the key of every taint lifeboat sets: one per kind,
+// e.g. lifeboat.io/spot-interruption.
+const TaintPrefix = "lifeboat.io/"
+
+// Policy is the part of the configuration that planning needs.
+type Policy struct {
+	// DrainKinds drain the node; other kinds cordon and taint only.
+	DrainKinds []event.Kind
+	// ScheduledChangeLead moves a scheduled change's start earlier.
+	ScheduledChangeLead time.Duration
+	// CompleteLifecycle heartbeats and completes terminate lifecycle actions.
+	CompleteLifecycle bool
+}
+
+// Plan is what lifeboat does to one node.
+type Plan struct {
+	// Act is false when nothing is due yet (see NotBefore) or nothing applies.
+	Act bool
+	// NotBefore is when the earliest not-yet-due event becomes due (zero: none waiting).
+	NotBefore time.Time
+	Cordon    bool
+	// TaintKeys are the lifeboat.io/<kind> taints to set (effect NoSchedule).
+	TaintKeys []string
+	Drain     bool
+	// Deadline is when AWS acts on the instance, the earliest of the due
+	// events (zero: no known deadline).
+	Deadline time.Time
+	// Lifecycle are the terminate actions to heartbeat while draining and to
+	// complete when the drain is done.
+	Lifecycle []event.LifecycleAction
+	// Undo uncordons the node and removes lifeboat's taints: every due event
+	// was a cancellation.
+	Undo bool
+	// Reason is the kind that decided the plan (the most severe due kind).
+	Reason event.Kind
+	// EventIDs are the due events the plan covers.
+	EventIDs []string
+}
+
+// severity orders kinds: the most severe due kind names the plan.
+var severity = map[event.Kind]int{
+	event.ScheduledChangeCanceled:         0,
+	event.RebalanceRecommendation:         1,
+	event.ScheduledChange:                 2,
+	event.CapacityReservationInterruption: 3,
+	event.LifecycleTerminate:              4,
+	event.StateChange:                     5,
+	event.SpotInterruption:                6,
+}
+
+// For plans one node. events are all the node's known events; launch
+// lifecycle events are not node plans and are ignored here.
+func For(events []event.Event, p Policy, now time.Time) Plan {
+	var pl Plan
+	var cancels, actions int
+	reason := -1
+	for _, e := range events {
+		if e.Kind == event.LifecycleLaunch {
+			continue
+		}
+		if start := startOf(e, p); start.After(now) {
+			if pl.NotBefore.IsZero() || start.Before(pl.NotBefore) {
+				pl.NotBefore = start
+			}
+			continue
+		}
+		pl.EventIDs = append(pl.EventIDs, e.ID)
+		if s, ok := severity[e.Kind]; ok && s > reason {
+			reason = s
+			pl.Reason = e.Kind
+		}
+		if e.Kind == event.ScheduledChangeCanceled {
+			cancels++
+			continue
+		}
+		actions++
+		key := TaintPrefix + string(e.Kind)
+		if !slices.Contains(pl.TaintKeys, key) {
+			pl.TaintKeys = append(pl.TaintKeys, key)
+		}
+		if slices.Contains(p.DrainKinds, e.Kind) {
+			pl.Drain = true
+		}
+		if !e.Deadline.IsZero() && (pl.Deadline.IsZero() || e.Deadline.Before(pl.Deadline)) {
+			pl.Deadline = e.Deadline
+		}
+		if e.Kind == event.LifecycleTerminate && e.Lifecycle != nil && e.Lifecycle.Token != "" && p.CompleteLifecycle {
+			if !slices.ContainsFunc(pl.Lifecycle, func(a event.LifecycleAction) bool { return a.Token == e.Lifecycle.Token }) {
+				pl.Lifecycle = append(pl.Lifecycle, *e.Lifecycle)
+			}
+		}
+	}
+	slices.Sort(pl.TaintKeys)
+	switch {
+	case actions > 0:
+		pl.Act, pl.Cordon = true, true
+	case cancels > 0:
+		// A cancellation undoes scheduled changes; it cannot undo a Spot
+		// notice or a termination, which keep the node cordoned above.
+		pl.Act, pl.Undo = true, true
+		pl.TaintKeys = nil
+	}
+	return pl
+}
+
+// startOf is when an event becomes due: a scheduled change at its start
+// minus the lead; everything else at once.
+func startOf(e event.Event, p Policy) time.Time {
+	if e.Kind == event.ScheduledChange && !e.Deadline.IsZero() {
+		return e.Deadline.Add(-p.ScheduledChangeLead)
+	}
+	return time.Time{}
+}

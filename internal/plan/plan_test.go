@@ -1,0 +1,86 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+func TestFor(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	policy := Policy{
+		DrainKinds:          []event.Kind{event.SpotInterruption, event.ScheduledChange, event.StateChange, event.LifecycleTerminate},
+		ScheduledChangeLead: 10 * time.Minute,
+		CompleteLifecycle:   true,
+	}
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: "i-1234abcd", Deadline: now.Add(2 * time.Minute)}
+	rebalance := event.Event{ID: "reb-1", Kind: event.RebalanceRecommendation, InstanceID: "i-1234abcd"}
+	action := event.LifecycleAction{GroupName: "g", HookName: "h", Token: "tok-1", Transition: event.TransitionTerminating}
+	terminate := event.Event{ID: "lt-1", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &action}
+	terminateDup := terminate
+	terminateDup.ID = "lt-1-redelivered"
+	launch := event.Event{ID: "ll-1", Kind: event.LifecycleLaunch, InstanceID: "i-1234abcd", Lifecycle: &event.LifecycleAction{Token: "tok-2"}}
+	soon := event.Event{ID: "sc-1", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(5 * time.Minute)}
+	later := event.Event{ID: "sc-2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(3 * time.Hour)}
+	cancel := event.Event{ID: "cx-1", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd"}
+
+	tests := []struct {
+		name   string
+		events []event.Event
+		policy Policy
+		want   Plan
+	}{
+		{"nothing", nil, policy, Plan{}},
+		{"spot drains with its deadline", []event.Event{spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
+			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"spot-1"},
+		}},
+		{"rebalance cordons only by default", []event.Event{rebalance}, policy, Plan{
+			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/rebalance-recommendation"},
+			Reason: event.RebalanceRecommendation, EventIDs: []string{"reb-1"},
+		}},
+		{"rebalance drains when configured", []event.Event{rebalance}, Policy{DrainKinds: []event.Kind{event.RebalanceRecommendation}}, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/rebalance-recommendation"},
+			Reason: event.RebalanceRecommendation, EventIDs: []string{"reb-1"},
+		}},
+		{"rebalance then spot: one plan, spot decides", []event.Event{rebalance, spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true,
+			TaintKeys: []string{"lifeboat.io/rebalance-recommendation", "lifeboat.io/spot-interruption"},
+			Deadline:  spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"reb-1", "spot-1"},
+		}},
+		{"terminate action heartbeated once however often delivered", []event.Event{terminate, terminateDup}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
+			Lifecycle: []event.LifecycleAction{action}, Reason: event.LifecycleTerminate, EventIDs: []string{"lt-1", "lt-1-redelivered"},
+		}},
+		{"lifecycle not completed when disabled", []event.Event{terminate}, Policy{DrainKinds: policy.DrainKinds}, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
+			Reason: event.LifecycleTerminate, EventIDs: []string{"lt-1"},
+		}},
+		{"launch is not a node plan", []event.Event{launch}, policy, Plan{}},
+		{"scheduled change inside the lead acts", []event.Event{soon}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
+			Deadline: soon.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"sc-1"},
+		}},
+		{"scheduled change far ahead waits", []event.Event{later}, policy, Plan{NotBefore: later.Deadline.Add(-10 * time.Minute)}},
+		{"cancel alone undoes", []event.Event{cancel}, policy, Plan{Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-1"}}},
+		{"cancel does not undo a spot notice", []event.Event{cancel, spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
+			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
+		}},
+		{"earliest deadline wins", []event.Event{soon, spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
+			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"sc-1", "spot-1"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := For(tt.events, tt.policy, now)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("For() (-want +got):\n%s", d)
+			}
+		})
+	}
+}
