@@ -1,0 +1,237 @@
+// Package asg talks to Auto Scaling about lifecycle actions: it reads hook
+// timeouts, records heartbeats, completes actions and decides whether a
+// group belongs to this cluster.
+//
+// It owns every Auto Scaling call lifeboat makes. It must not touch
+// Kubernetes; the controller decides when to call it.
+package asg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/smithy-go"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+type autoscalingAPI interface {
+	CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+	RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
+	DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
+	DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
+}
+
+var _ autoscalingAPI = (*autoscaling.Client)(nil)
+
+// ErrNoActiveAction means Auto Scaling has no such action any more: it was
+// completed by someone else, timed out, or never existed. It is final.
+var ErrNoActiveAction = errors.New("no active lifecycle action")
+
+// MaxGlobalTimeout is AWS's cap on a lifecycle action's life.
+const MaxGlobalTimeout = 48 * time.Hour
+
+// Hook is what lifeboat needs to know about a lifecycle hook.
+type Hook struct {
+	HeartbeatTimeout time.Duration
+	// GlobalTimeout is min(100 × HeartbeatTimeout, 48 h) unless AWS says otherwise.
+	GlobalTimeout time.Duration
+	DefaultResult string
+}
+
+// Client wraps the Auto Scaling API.
+type Client struct {
+	api         autoscalingAPI
+	clock       clock.WithTicker
+	log         *slog.Logger
+	dryRun      bool
+	clusterName string
+	managed     []string
+
+	mu    sync.Mutex
+	hooks map[string]Hook
+	owned map[string]bool
+}
+
+// Options configure a Client.
+type Options struct {
+	DryRun bool
+	// ClusterName: groups tagged kubernetes.io/cluster/<ClusterName> are this cluster's.
+	ClusterName string
+	// Managed are group names that are this cluster's regardless of tags.
+	Managed []string
+}
+
+// New returns a Client.
+func New(api autoscalingAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Client {
+	return &Client{api: api, clock: clk, log: log, dryRun: o.DryRun, clusterName: o.ClusterName,
+		managed: o.Managed, hooks: map[string]Hook{}, owned: map[string]bool{}}
+}
+
+// Hook returns a hook's timeouts (cached after the first read).
+func (c *Client) Hook(ctx context.Context, group, hook string) (Hook, error) {
+	key := group + "/" + hook
+	c.mu.Lock()
+	h, ok := c.hooks[key]
+	c.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	out, err := c.api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
+		AutoScalingGroupName: aws.String(group), LifecycleHookNames: []string{hook},
+	})
+	if err != nil {
+		return Hook{}, fmt.Errorf("describing lifecycle hook %s: %w", key, err)
+	}
+	if len(out.LifecycleHooks) == 0 {
+		return Hook{}, fmt.Errorf("describing lifecycle hook %s: not found", key)
+	}
+	lh := out.LifecycleHooks[0]
+	h = Hook{HeartbeatTimeout: time.Duration(aws.ToInt32(lh.HeartbeatTimeout)) * time.Second, DefaultResult: aws.ToString(lh.DefaultResult)}
+	if h.HeartbeatTimeout <= 0 {
+		h.HeartbeatTimeout = time.Hour // AWS's default
+	}
+	h.GlobalTimeout = time.Duration(aws.ToInt32(lh.GlobalTimeout)) * time.Second
+	if h.GlobalTimeout <= 0 {
+		h.GlobalTimeout = min(100*h.HeartbeatTimeout, MaxGlobalTimeout)
+	}
+	c.mu.Lock()
+	c.hooks[key] = h
+	c.mu.Unlock()
+	return h, nil
+}
+
+// Complete completes a lifecycle action with result (CONTINUE or ABANDON).
+// ErrNoActiveAction (wrapped) means it was already gone.
+func (c *Client) Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error {
+	if c.dryRun {
+		c.log.Info("dry run: would complete lifecycle action", "instanceID", instanceID, "group", a.GroupName, "hook", a.HookName, "result", result)
+		return nil
+	}
+	in := &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName:  aws.String(a.GroupName),
+		LifecycleHookName:     aws.String(a.HookName),
+		LifecycleActionResult: aws.String(result),
+		InstanceId:            aws.String(instanceID),
+	}
+	if a.Token != "" {
+		in.LifecycleActionToken = aws.String(a.Token)
+	}
+	_, err := c.api.CompleteLifecycleAction(ctx, in)
+	if err != nil {
+		return fmt.Errorf("completing lifecycle action for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
+	}
+	return nil
+}
+
+// Heartbeat records one heartbeat.
+func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.LifecycleAction) error {
+	if c.dryRun {
+		return nil
+	}
+	in := &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(a.GroupName),
+		LifecycleHookName:    aws.String(a.HookName),
+		InstanceId:           aws.String(instanceID),
+	}
+	if a.Token != "" {
+		in.LifecycleActionToken = aws.String(a.Token)
+	}
+	if _, err := c.api.RecordLifecycleActionHeartbeat(ctx, in); err != nil {
+		return fmt.Errorf("recording lifecycle heartbeat for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
+	}
+	return nil
+}
+
+// KeepAlive records heartbeats every interval until ctx ends, the action is
+// gone (ErrNoActiveAction) or until is reached (nil). beat, if not nil, is
+// called after each successful heartbeat. A failed heartbeat is logged and
+// tried again at the next tick: the SDK already retried it.
+func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error {
+	t := c.clock.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+		if !until.IsZero() && !c.clock.Now().Before(until) {
+			return nil
+		}
+		err := c.Heartbeat(ctx, instanceID, a)
+		switch {
+		case err == nil:
+			if beat != nil {
+				beat()
+			}
+		case errors.Is(err, ErrNoActiveAction):
+			return err
+		case ctx.Err() != nil:
+			return nil
+		default:
+			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "error", err.Error())
+		}
+	}
+}
+
+// Owned reports whether a group belongs to this cluster: it is named in
+// Options.Managed or tagged kubernetes.io/cluster/<ClusterName>.
+func (c *Client) Owned(ctx context.Context, group string) (bool, error) {
+	if slices.Contains(c.managed, group) {
+		return true, nil
+	}
+	if c.clusterName == "" {
+		return false, nil
+	}
+	c.mu.Lock()
+	owned, ok := c.owned[group]
+	c.mu.Unlock()
+	if ok {
+		return owned, nil
+	}
+	out, err := c.api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{group}})
+	if err != nil {
+		return false, fmt.Errorf("describing auto scaling group %s: %w", group, err)
+	}
+	owned = false
+	for _, g := range out.AutoScalingGroups {
+		for _, tag := range g.Tags {
+			if aws.ToString(tag.Key) == "kubernetes.io/cluster/"+c.clusterName {
+				owned = true
+			}
+		}
+	}
+	c.mu.Lock()
+	c.owned[group] = owned
+	c.mu.Unlock()
+	return owned, nil
+}
+
+// classify marks AWS's "No active Lifecycle Action found" (a ValidationError,
+// HTTP 400) as ErrNoActiveAction.
+func classify(err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" && strings.Contains(ae.ErrorMessage(), "No active Lifecycle Action") {
+		return fmt.Errorf("%w: %s", ErrNoActiveAction, ae.ErrorMessage())
+	}
+	return err
+}
+
+// HeartbeatInterval is the interval to use for a hook: configured, or half
+// the hook's heartbeat timeout.
+func HeartbeatInterval(configured time.Duration, h Hook) time.Duration {
+	if configured > 0 {
+		return min(configured, h.HeartbeatTimeout)
+	}
+	return max(h.HeartbeatTimeout/2, 500*time.Millisecond)
+}

@@ -1,0 +1,177 @@
+package asg
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/smithy-go"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+// fakeAPI is a small hand-written Auto Scaling fake for the pure logic here;
+// the wire behaviour is tested against test/awssim.
+type fakeAPI struct {
+	mu          sync.Mutex
+	heartbeats  int
+	goneAfter   int // heartbeats before "No active Lifecycle Action found"
+	hookTimeout int32
+	global      int32
+	tags        map[string]string
+}
+
+func (f *fakeAPI) CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID i-1234abcd"}
+}
+
+func (f *fakeAPI) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heartbeats++
+	if f.heartbeats > f.goneAfter {
+		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token abc"}
+	}
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
+}
+
+func (f *fakeAPI) DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	hook := types.LifecycleHook{HeartbeatTimeout: aws.Int32(f.hookTimeout), DefaultResult: aws.String("ABANDON")}
+	if f.global > 0 {
+		hook.GlobalTimeout = aws.Int32(f.global)
+	}
+	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []types.LifecycleHook{hook}}, nil
+}
+
+func (f *fakeAPI) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	var tags []types.TagDescription
+	for k, v := range f.tags {
+		tags = append(tags, types.TagDescription{Key: aws.String(k), Value: aws.String(v)})
+	}
+	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []types.AutoScalingGroup{{Tags: tags}}}, nil
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestHookGlobalTimeout(t *testing.T) {
+	tests := []struct {
+		name       string
+		hb, global int32
+		want       time.Duration
+	}{
+		{"100 x heartbeat", 300, 0, 30000 * time.Second},
+		{"capped at 48h", 3600, 0, 48 * time.Hour},
+		{"as AWS reports", 3600, 172800, 48 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(&fakeAPI{hookTimeout: tt.hb, global: tt.global}, clocktesting.NewFakeClock(time.Now()), discard, Options{})
+			h, err := c.Hook(context.Background(), "g", "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.GlobalTimeout != tt.want {
+				t.Errorf("GlobalTimeout = %s, want %s", h.GlobalTimeout, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompleteNoActiveAction(t *testing.T) {
+	c := New(&fakeAPI{}, clocktesting.NewFakeClock(time.Now()), discard, Options{})
+	err := c.Complete(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, "CONTINUE")
+	if !errors.Is(err, ErrNoActiveAction) {
+		t.Fatalf("err = %v, want ErrNoActiveAction", err)
+	}
+}
+
+func TestKeepAliveStopsWhenActionGone(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	api := &fakeAPI{goneAfter: 2}
+	c := New(api, clk, discard, Options{})
+	done := make(chan error, 1)
+	beats := 0
+	go func() {
+		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, time.Minute, time.Time{}, func() { beats++ })
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); {
+		if time.Now().After(deadline) {
+			t.Fatal("KeepAlive never started its ticker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i <= 3; i++ {
+		clk.Step(time.Minute)
+		waitHeartbeats(t, api, i)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoActiveAction) {
+			t.Fatalf("KeepAlive = %v, want ErrNoActiveAction", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("KeepAlive did not stop after the action was gone")
+	}
+	if beats != 2 {
+		t.Errorf("beats = %d, want 2", beats)
+	}
+}
+
+func waitHeartbeats(t *testing.T, api *fakeAPI, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		api.mu.Lock()
+		got := api.heartbeats
+		api.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeats = %d, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestOwned(t *testing.T) {
+	api := &fakeAPI{tags: map[string]string{"kubernetes.io/cluster/prod": "owned"}}
+	tests := []struct {
+		name  string
+		opts  Options
+		group string
+		want  bool
+	}{
+		{"tagged", Options{ClusterName: "prod"}, "g", true},
+		{"other cluster", Options{ClusterName: "dev"}, "g", false},
+		{"listed", Options{Managed: []string{"g"}}, "g", true},
+		{"nothing configured", Options{}, "g", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(api, clocktesting.NewFakeClock(time.Now()), discard, tt.opts)
+			got, err := c.Owned(context.Background(), tt.group)
+			if err != nil || got != tt.want {
+				t.Errorf("Owned = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHeartbeatInterval(t *testing.T) {
+	h := Hook{HeartbeatTimeout: 300 * time.Second}
+	if got := HeartbeatInterval(0, h); got != 150*time.Second {
+		t.Errorf("automatic = %s", got)
+	}
+	if got := HeartbeatInterval(time.Hour, h); got != 300*time.Second {
+		t.Errorf("configured above timeout = %s, want capped at the timeout", got)
+	}
+}

@@ -1,0 +1,136 @@
+// Package drain cordons, taints and drains one node through the Kubernetes
+// API: evictions (policy/v1) in priority groups, PodDisruptionBudget backoff,
+// grace periods capped by AWS's deadline, and waiting until pods are gone.
+//
+// It owns every write lifeboat makes to Nodes and Pods. It must not talk to
+// AWS or decide what to do (that is the plan's job); every step is idempotent
+// so a restarted lifeboat can repeat it.
+package drain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// Annotations lifeboat keeps on a Node. They are its memory across restarts.
+const (
+	// AnnotationCordoned is set when lifeboat cordoned a node that was
+	// schedulable, so that only such a node is ever uncordoned by lifeboat.
+	AnnotationCordoned = "lifeboat.io/cordoned"
+	// AnnotationEvents holds the JSON of the events in progress for the node.
+	AnnotationEvents = "lifeboat.io/events"
+)
+
+// Cordon marks the node unschedulable, sets the taints with the given keys
+// (effect NoSchedule, value = reason) and the annotations. It reports
+// whether anything changed. Conflicts are retried on a fresh read.
+func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n = n.DeepCopy()
+		changed = false
+		if !n.Spec.Unschedulable {
+			n.Spec.Unschedulable = true
+			setAnnotation(n, AnnotationCordoned, "true")
+			changed = true
+		}
+		for _, key := range taintKeys {
+			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule }) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: reason, Effect: corev1.TaintEffectNoSchedule})
+				changed = true
+			}
+		}
+		for k, v := range annotations {
+			if n.Annotations[k] != v {
+				setAnnotation(n, k, v)
+				changed = true
+			}
+		}
+		if !changed || d.dryRun {
+			return nil
+		}
+		_, err = d.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("cordoning node %s: %w", node, err)
+	}
+	return changed, nil
+}
+
+// Uncordon undoes Cordon: it removes lifeboat's taints (keys with prefix)
+// and the given annotations, and makes the node schedulable again only if
+// lifeboat cordoned it. It reports whether anything changed.
+func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n = n.DeepCopy()
+		changed = false
+		if n.Annotations[AnnotationCordoned] == "true" {
+			n.Spec.Unschedulable = false
+			delete(n.Annotations, AnnotationCordoned)
+			changed = true
+		}
+		kept := n.Spec.Taints[:0]
+		for _, t := range n.Spec.Taints {
+			if strings.HasPrefix(t.Key, taintPrefix) {
+				changed = true
+				continue
+			}
+			kept = append(kept, t)
+		}
+		n.Spec.Taints = kept
+		for _, k := range annotations {
+			if _, ok := n.Annotations[k]; ok {
+				delete(n.Annotations, k)
+				changed = true
+			}
+		}
+		if !changed || d.dryRun {
+			return nil
+		}
+		_, err = d.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("uncordoning node %s: %w", node, err)
+	}
+	return changed, nil
+}
+
+// SetAnnotations sets (value != "") or removes (value == "") node annotations
+// with a merge patch; no read is needed and no other field is touched.
+func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations map[string]string) error {
+	if d.dryRun || len(annotations) == 0 {
+		return nil
+	}
+	patch, err := annotationPatch(annotations)
+	if err != nil {
+		return err
+	}
+	if _, err := d.client.CoreV1().Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("annotating node %s: %w", node, err)
+	}
+	return nil
+}
+
+func setAnnotation(n *corev1.Node, k, v string) {
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	n.Annotations[k] = v
+}

@@ -1,0 +1,161 @@
+// Package nodes maps EC2 instance IDs to Kubernetes Nodes through an
+// informer cache indexed on spec.providerID, so resolving an event costs no
+// API request.
+//
+// It owns the Node informer and nothing else: it never writes to Nodes (the
+// drain package does) and never talks to AWS.
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+const byInstance = "instanceID"
+
+// Index is the node cache.
+type Index struct {
+	informer cache.SharedIndexInformer
+}
+
+// Options select what the index watches.
+type Options struct {
+	// OnlyNode restricts the watch to one node (IMDS mode: its own).
+	OnlyNode string
+	// Resync is the informer resync period (0: none).
+	Resync time.Duration
+}
+
+// New returns an index; call Run to fill it.
+func New(client kubernetes.Interface, o Options) *Index {
+	tweak := func(lo *metav1.ListOptions) {
+		if o.OnlyNode != "" {
+			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.OnlyNode).String()
+		}
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			tweak(&lo)
+			return client.CoreV1().Nodes().List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			tweak(&lo)
+			return client.CoreV1().Nodes().Watch(ctx, lo)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, o.Resync, cache.Indexers{
+		byInstance: func(obj any) ([]string, error) {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return nil, nil
+			}
+			if id := InstanceID(n.Spec.ProviderID); id != "" {
+				return []string{id}, nil
+			}
+			return nil, nil
+		},
+	})
+	// Keep only what lifeboat reads: big clusters have big Node objects
+	// (images, volumes, managed fields) that would cost memory for nothing.
+	_ = inf.SetTransform(strip)
+	return &Index{informer: inf}
+}
+
+// strip drops the parts of a Node lifeboat never reads.
+func strip(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields = nil
+	n.Status.Images = nil
+	n.Status.VolumesAttached = nil
+	n.Status.VolumesInUse = nil
+	n.Status.Addresses = nil
+	n.Status.Capacity = nil
+	n.Status.Allocatable = nil
+	n.Status.NodeInfo = corev1.NodeSystemInfo{}
+	n.Status.Features = nil
+	n.Status.RuntimeHandlers = nil
+	return n, nil
+}
+
+// InstanceID extracts the instance ID of an AWS providerID
+// (aws:///us-east-1a/i-0123456789abcdef0), or "".
+func InstanceID(providerID string) string {
+	if !strings.HasPrefix(providerID, "aws://") {
+		return ""
+	}
+	i := strings.LastIndex(providerID, "/")
+	return event.NormalizeInstanceID(providerID[i+1:])
+}
+
+// AddHandler registers h for node changes; call before Run.
+func (x *Index) AddHandler(h cache.ResourceEventHandler) error {
+	_, err := x.informer.AddEventHandler(h)
+	return err
+}
+
+// Run runs the informer until ctx ends.
+func (x *Index) Run(ctx context.Context) { x.informer.RunWithContext(ctx) }
+
+// WaitSynced waits until the cache is filled.
+func (x *Index) WaitSynced(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), x.informer.HasSynced) {
+		return fmt.Errorf("waiting for the node cache: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Synced reports whether the cache is filled.
+func (x *Index) Synced() bool { return x.informer.HasSynced() }
+
+// ByInstance returns the node of an instance.
+func (x *Index) ByInstance(instanceID string) (*corev1.Node, bool) {
+	objs, err := x.informer.GetIndexer().ByIndex(byInstance, instanceID)
+	if err != nil || len(objs) == 0 {
+		return nil, false
+	}
+	return objs[0].(*corev1.Node), true
+}
+
+// ByName returns a node by name.
+func (x *Index) ByName(name string) (*corev1.Node, bool) {
+	obj, ok, err := x.informer.GetIndexer().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Node), true
+}
+
+// List returns every cached node (shared objects: do not modify).
+func (x *Index) List() []*corev1.Node {
+	objs := x.informer.GetIndexer().List()
+	out := make([]*corev1.Node, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*corev1.Node))
+	}
+	return out
+}
+
+// Ready reports whether the node's Ready condition is True.
+func Ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
