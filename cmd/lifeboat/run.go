@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/plan"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// runHandler is `lifeboat run`.
+func runHandler(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := config.Load(args, getenv)
+	if err != nil {
+		return usageError{fmt.Errorf("configuration:\n%w", err)}
+	}
+	log := newLogger(cfg, stderr)
+	log.Info("starting", "version", version, "mode", cfg.Mode, "dryRun", cfg.DryRun)
+
+	kube, err := kubeClient(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New()
+	if err := m.Register(reg); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	clk := clock.RealClock{}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"})
+
+	var ready readiness
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.ListenAddr != "" {
+		srv, err := serve(cfg.ListenAddr, reg, &ready)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+
+	skipOwn := func(p *corev1.Pod) bool { return p.Name == cfg.PodName && p.Namespace == cfg.PodNamespace }
+	drainer := drain.New(kube, clk, log, drain.Options{
+		Backoff: cfg.EvictionBackoff, Margin: cfg.DeadlineMargin, ForceDeleteAtDeadline: cfg.ForceDeleteAtDeadline,
+		Skip: skipOwn, DryRun: cfg.DryRun,
+	})
+	policy := plan.Policy{DrainKinds: cfg.DrainKinds, ScheduledChangeLead: cfg.ScheduledChangeLead, CompleteLifecycle: cfg.CompleteLifecycle}
+
+	switch cfg.Mode {
+	case config.ModeQueue:
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx, func(o *awsconfig.LoadOptions) error {
+			if cfg.Region != "" {
+				o.Region = cfg.Region
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("loading AWS configuration: %w", err)
+		}
+		sqsClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"]) })
+		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"]) })
+		index := nodes.New(kube, nodes.Options{})
+		g.Go(func() error { index.Run(ctx); return nil })
+		source := sqs.New(sqsClient, clk, log, sqs.Options{
+			QueueURL: cfg.QueueURL, Workers: cfg.Workers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
+			OnReceiveError: func(error) {
+				m.ReceiveErrors.Inc()
+				m.SourceHealthy.WithLabelValues("sqs").Set(0)
+				ready.source.Store(false)
+			},
+			OnReceive: func() { m.SourceHealthy.WithLabelValues("sqs").Set(1); ready.source.Store(true) },
+		})
+		var lifecycle *asg.Client
+		if cfg.CompleteLifecycle {
+			lifecycle = asg.New(asClient, clk, log, asg.Options{DryRun: cfg.DryRun, ClusterName: cfg.ClusterName, Managed: cfg.ManagedASGs})
+		}
+		opts := controller.Options{
+			Policy: policy, UnknownInstance: cfg.UnknownInstance, HeartbeatInterval: cfg.HeartbeatInterval,
+			DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
+			LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+		}
+		if cfg.PrivateDNSLookup {
+			ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
+			opts.Resolve = privateDNSResolver(ec2Client)
+		}
+		deps := controller.Deps{Nodes: index, Drainer: drainer, Acker: source, Recorder: recorder, Metrics: m, Clock: clk, Log: log}
+		if lifecycle != nil {
+			deps.ASG = lifecycle
+		}
+		ctrl := controller.New(deps, opts)
+		lead := func(ctx context.Context) error {
+			lg, ctx := errgroup.WithContext(ctx)
+			lg.Go(func() error { return ctrl.Run(ctx) })
+			lg.Go(func() error {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-ctrl.Started():
+				}
+				log.Info("consuming queue", "queueURL", cfg.QueueURL)
+				return source.Run(ctx, ctrl.HandleMessage)
+			})
+			return lg.Wait()
+		}
+		g.Go(func() error {
+			if !cfg.LeaderElect {
+				ready.leader.Store(true)
+				return lead(ctx)
+			}
+			return leaderElect(ctx, cfg, kube, log, &ready, lead)
+		})
+	case config.ModeIMDS:
+		return usageError{errors.New("imds mode is not implemented yet (issue 4)")}
+	}
+	ready.kube.Store(true)
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil && err == nil {
+		log.Info("stopped")
+		return nil
+	}
+	return err
+}
+
+func setEndpoint(dst **string, url string) {
+	if url != "" {
+		*dst = aws.String(url)
+	}
+}
+
+func kubeClient(cfg config.Config) (kubernetes.Interface, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
+	rc.UserAgent = "lifeboat/" + version
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// readiness is what /readyz reports.
+type readiness struct {
+	kube, source, leader atomic.Bool
+}
+
+func serve(addr string, reg *prometheus.Registry, ready *readiness) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// A standby replica is ready: it is healthy and waiting for the lease.
+		if !ready.kube.Load() || (ready.leader.Load() && !ready.source.Load()) {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }() // ends with Shutdown
+	return srv, nil
+}
+
+// leaderElect runs lead while this replica holds the Lease. Losing the lease
+// ends the process (with an error) so that it never acts beside a new leader.
+func leaderElect(ctx context.Context, cfg config.Config, kube kubernetes.Interface, log *slog.Logger, ready *readiness, lead func(context.Context) error) error {
+	id, _ := os.Hostname()
+	if cfg.PodName != "" {
+		id = cfg.PodName
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.LeaseNamespace},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	var leadErr error
+	lost := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaseDuration,
+		RenewDeadline:   cfg.LeaseDuration * 2 / 3,
+		RetryPeriod:     cfg.LeaseDuration / 6,
+		ReleaseOnCancel: true,
+		Name:            "lifeboat",
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("became leader", "identity", id)
+				ready.leader.Store(true)
+				leadErr = lead(ctx)
+			},
+			OnStoppedLeading: func() {
+				ready.leader.Store(false)
+				close(lost)
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	le.Run(ctx)
+	if ctx.Err() != nil {
+		return leadErr
+	}
+	<-lost
+	if leadErr != nil {
+		return leadErr
+	}
+	return errors.New("lost the leader lease")
+}
+
+func privateDNSResolver(api *ec2.Client) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, instanceID string) (string, error) {
+		out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+		if err != nil {
+			return "", fmt.Errorf("describing instance %s: %w", instanceID, err)
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				return aws.ToString(i.PrivateDnsName), nil
+			}
+		}
+		return "", nil
+	}
+}

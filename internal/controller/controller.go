@@ -1,0 +1,623 @@
+// Package controller carries out plans: for each node it serializes the
+// work (one drain in flight per node, whatever arrives), cordons and taints,
+// drains, heartbeats and completes lifecycle actions, acknowledges the
+// messages that asked for it, and reports every outcome in one place.
+//
+// It owns the per-node state machine and the queue-message bookkeeping. It
+// must not parse messages (package message), decide policy (package plan) or
+// call APIs directly (packages drain, asg and the sources do).
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/plan"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// Node annotations besides those of package drain.
+const (
+	// AnnotationDrained records when lifeboat finished a node.
+	AnnotationDrained = "lifeboat.io/drained"
+)
+
+// maxPersistedEvents bounds the events kept in a node's annotation.
+const maxPersistedEvents = 32
+
+type nodeDrainer interface {
+	Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error)
+	Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error)
+	Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error)
+	SetAnnotations(ctx context.Context, node string, annotations map[string]string) error
+}
+
+type lifecycleAPI interface {
+	Hook(ctx context.Context, group, hook string) (asg.Hook, error)
+	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
+	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error
+	Owned(ctx context.Context, group string) (bool, error)
+}
+
+type acker interface {
+	Ack(ctx context.Context, r sqs.Receipt) error
+	Release(ctx context.Context, r sqs.Receipt, delay time.Duration) error
+}
+
+// Options configure a Controller.
+type Options struct {
+	Policy                 plan.Policy
+	UnknownInstance        string // leave | delete
+	HeartbeatInterval      time.Duration
+	DeadlineMargin         time.Duration
+	LifecycleTimeoutResult string
+	LaunchReadyTimeout     time.Duration
+	LaunchTimeoutResult    string
+	// RetryBackoff is the first delay before a failed node step is retried.
+	RetryBackoff time.Duration
+	// Resolve finds the node name of an instance the providerID index does
+	// not know (private DNS lookup); nil disables it.
+	Resolve func(ctx context.Context, instanceID string) (string, error)
+}
+
+// Deps are the collaborators of a Controller.
+type Deps struct {
+	Nodes    *nodes.Index
+	Drainer  nodeDrainer
+	ASG      lifecycleAPI // nil: lifecycle actions are not touched
+	Acker    acker        // nil in IMDS mode
+	Recorder record.EventRecorder
+	Metrics  *metrics.Metrics
+	Clock    clock.WithTicker
+	Log      *slog.Logger
+}
+
+// Controller is lifeboat's per-node state machine.
+type Controller struct {
+	Deps
+	o Options
+
+	mu       sync.Mutex
+	ctx      context.Context
+	spawn    func(func())
+	started  chan struct{}
+	work     map[string]*nodeWork   // by node name
+	launches map[string]*launchWork // by event ID
+	done     map[string]time.Time   // finished event IDs
+	wg       sync.WaitGroup
+}
+
+// New returns a Controller; call Run before submitting work.
+func New(d Deps, o Options) *Controller {
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = time.Second
+	}
+	return &Controller{Deps: d, o: o, started: make(chan struct{}),
+		work: map[string]*nodeWork{}, launches: map[string]*launchWork{}, done: map[string]time.Time{}}
+}
+
+// nodeWork is the state of one node lifeboat is working on.
+type nodeWork struct {
+	name       string
+	instanceID string
+	events     map[string]event.Event
+	msgs       []*messageWork
+	firstSeen  time.Time
+	wake       chan struct{}
+	beats      map[string]context.CancelFunc // heartbeat loops by token
+	reported   map[string]bool               // Event reasons already reported
+	cordonedAt time.Time
+}
+
+// messageWork tracks one queue message across the nodes it names.
+type messageWork struct {
+	receipt sqs.Receipt
+	pending int
+	failed  bool
+	// leave: the message also names instances of other clusters; release
+	// it for its owner instead of deleting it.
+	leave bool
+}
+
+// Run starts the controller: it waits for the node cache, resumes the work
+// recorded on nodes by an earlier run, and returns when ctx ends and all
+// node work has stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.Nodes.WaitSynced(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.ctx = ctx
+	c.spawn = func(f func()) {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); f() }()
+	}
+	c.mu.Unlock()
+	c.resume()
+	close(c.started)
+	<-ctx.Done()
+	c.wg.Wait()
+	return nil
+}
+
+// Started is closed once Run has resumed earlier work and accepts new work.
+func (c *Controller) Started() <-chan struct{} { return c.started }
+
+// resume restarts the work recorded in node annotations (after a crash or
+// a leader change).
+func (c *Controller) resume() {
+	for _, n := range c.Nodes.List() {
+		raw := n.Annotations[drain.AnnotationEvents]
+		if raw == "" {
+			continue
+		}
+		var evs []event.Event
+		if err := json.Unmarshal([]byte(raw), &evs); err != nil {
+			c.Log.Warn("ignoring unreadable events annotation", "node", n.Name, "error", err.Error())
+			continue
+		}
+		c.Log.Info("resuming work recorded on node", "node", n.Name, "events", len(evs))
+		c.submit(n.Name, nodes.InstanceID(n.Spec.ProviderID), evs, nil)
+	}
+}
+
+// SubmitNode hands events about one node (IMDS mode) to the controller.
+func (c *Controller) SubmitNode(node string, evs []event.Event) {
+	<-c.started
+	for _, e := range evs {
+		c.Metrics.EventsReceived.WithLabelValues(string(e.Source), string(e.Kind)).Inc()
+	}
+	c.submit(node, "", evs, nil)
+}
+
+// submit merges events into the node's work and starts or wakes its
+// goroutine. m, if not nil, is acknowledged when the work is done.
+func (c *Controller) submit(node, instanceID string, evs []event.Event, m *messageWork) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.work[node]
+	if !ok {
+		w = &nodeWork{name: node, instanceID: instanceID, events: map[string]event.Event{}, firstSeen: c.Clock.Now(),
+			wake: make(chan struct{}, 1), beats: map[string]context.CancelFunc{}, reported: map[string]bool{}}
+		c.work[node] = w
+		c.Metrics.NodesInFlight.Inc()
+		c.spawn(func() { c.runNode(c.ctx, w) })
+	}
+	if m != nil {
+		w.msgs = append(w.msgs, m)
+		if !m.receipt.SentAt.IsZero() && m.receipt.SentAt.Before(w.firstSeen) {
+			w.firstSeen = m.receipt.SentAt
+		}
+	}
+	changed := false
+	for _, e := range evs {
+		if _, known := w.events[e.ID]; !known {
+			w.events[e.ID] = e
+			changed = true
+		}
+	}
+	if changed {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// snapshot returns the node's events (sorted by ID for determinism).
+func (c *Controller) snapshot(w *nodeWork) []event.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	evs := make([]event.Event, 0, len(w.events))
+	for _, e := range w.events {
+		evs = append(evs, e)
+	}
+	slices.SortFunc(evs, func(a, b event.Event) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return evs
+}
+
+// errWait means the node has nothing due before the given time.
+type errWait struct{ until time.Time }
+
+func (e errWait) Error() string { return "waiting until " + e.until.String() }
+
+// runNode is the only goroutine that acts on a node: one plan, one drain in
+// flight at a time. New events wake it; it retries failures with backoff
+// until it succeeds or the controller stops.
+func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
+	backoff := c.o.RetryBackoff
+	for {
+		select {
+		case <-w.wake: // consume the wake of the events we are about to plan
+		default:
+		}
+		evs := c.snapshot(w)
+		err := c.reconcile(ctx, w, evs)
+		var wait errWait
+		switch {
+		case err == nil:
+			if c.finish(ctx, w, evs) {
+				return
+			}
+			continue // new events arrived meanwhile
+		case ctx.Err() != nil:
+			c.abandon(w)
+			return
+		case errors.As(err, &wait):
+			t := c.Clock.NewTimer(max(wait.until.Sub(c.Clock.Now()), 0))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				c.abandon(w)
+				return
+			case <-w.wake:
+			case <-t.C():
+			}
+			t.Stop()
+			continue
+		case errors.Is(err, errRestart):
+			continue
+		}
+		c.report(w, corev1.EventTypeWarning, "Failed", "failed", fmt.Sprintf("will retry in %s: %v", backoff, err))
+		select {
+		case <-ctx.Done():
+			c.abandon(w)
+			return
+		case <-w.wake:
+		case <-c.Clock.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// errRestart means new events arrived mid-drain: plan again.
+var errRestart = errors.New("new events arrived: planning again")
+
+// reconcile carries out the plan for the node's events once.
+func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Event) error {
+	evs = c.withLifecycleDeadlines(ctx, evs)
+	now := c.Clock.Now()
+	p := plan.For(evs, c.o.Policy, now)
+	if !p.Act {
+		if !p.NotBefore.IsZero() {
+			return errWait{until: p.NotBefore}
+		}
+		return nil
+	}
+	if p.Undo {
+		return c.undo(ctx, w)
+	}
+	persisted, err := persist(evs)
+	if err != nil {
+		return err
+	}
+	start := c.Clock.Now()
+	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), map[string]string{drain.AnnotationEvents: persisted})
+	if err != nil {
+		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()
+		return err
+	}
+	if changed || !c.reportedOnce(w, "Cordoned") {
+		c.Metrics.Actions.WithLabelValues("cordon", "ok").Inc()
+		c.Metrics.ActionDuration.WithLabelValues("cordon").Observe(c.Clock.Since(start).Seconds())
+		c.Metrics.ToCordoned.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
+		c.report(w, corev1.EventTypeNormal, "Cordoned", "cordon", fmt.Sprintf("%s: cordoned and tainted %v", p.Reason, p.TaintKeys))
+	}
+	for _, a := range p.Lifecycle {
+		c.startHeartbeats(ctx, w, a, evs)
+	}
+	if !p.Drain {
+		return nil
+	}
+	return c.drain(ctx, w, p)
+}
+
+// drain runs the drain, restarting it when new events arrive, then
+// completes the plan's lifecycle actions.
+func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error {
+	start := c.Clock.Now()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res drain.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining (deadline %s)", p.Reason, fmtDeadline(p.Deadline)))
+	go func() {
+		res, err := c.Drainer.Drain(dctx, w.name, p.Deadline, nil)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-w.wake:
+		cancel()
+		<-done
+		// Put the wake back for runNode's snapshot and plan again.
+		return errRestart
+	}
+	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
+	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
+	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
+	result := c.o.LifecycleTimeoutResult
+	switch {
+	case o.err == nil:
+		result = "CONTINUE"
+		c.Metrics.Actions.WithLabelValues("drain", "ok").Inc()
+		c.Metrics.ActionDuration.WithLabelValues("drain").Observe(c.Clock.Since(start).Seconds())
+		c.Metrics.ToDrained.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
+		msg := fmt.Sprintf("drained: %d pods evicted", o.res.Evicted)
+		if o.res.GraceCapped > 0 {
+			msg += fmt.Sprintf(", %d with grace cut to AWS's deadline", o.res.GraceCapped)
+		}
+		if o.res.ForceDeleted > 0 {
+			msg += fmt.Sprintf(", %d deleted at the deadline (AWS would have killed them)", o.res.ForceDeleted)
+		}
+		c.report(w, corev1.EventTypeNormal, "Drained", "drain", msg)
+	case errors.Is(o.err, drain.ErrDeadline):
+		c.Metrics.Actions.WithLabelValues("drain", "deadline").Inc()
+		c.report(w, corev1.EventTypeWarning, "DeadlinePassed", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
+	default:
+		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
+		return o.err
+	}
+	return c.completeAll(ctx, w, p.Lifecycle, result)
+}
+
+// completeAll completes the lifecycle actions and stops their heartbeats.
+func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []event.LifecycleAction, result string) error {
+	if c.ASG == nil {
+		return nil
+	}
+	for _, a := range actions {
+		err := c.ASG.Complete(ctx, w.instanceIDFor(), a, result)
+		switch {
+		case err == nil:
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
+			c.report(w, corev1.EventTypeNormal, "LifecycleCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s completed with %s", a.GroupName, a.HookName, result))
+		case errors.Is(err, asg.ErrNoActiveAction):
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+			c.report(w, corev1.EventTypeNormal, "LifecycleAlreadyCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s was already completed or timed out", a.GroupName, a.HookName))
+		default:
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "error").Inc()
+			return err
+		}
+		c.stopHeartbeats(w, a.Token)
+	}
+	return nil
+}
+
+func (w *nodeWork) instanceIDFor() string { return w.instanceID }
+
+// undo reverts what lifeboat did for canceled scheduled changes.
+func (c *Controller) undo(ctx context.Context, w *nodeWork) error {
+	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, []string{drain.AnnotationEvents})
+	if err != nil {
+		c.Metrics.Actions.WithLabelValues("uncordon", "error").Inc()
+		return err
+	}
+	if changed {
+		c.Metrics.Actions.WithLabelValues("uncordon", "ok").Inc()
+		c.report(w, corev1.EventTypeNormal, "Uncordoned", "uncordon", "scheduled change canceled or completed: uncordoned and lifeboat taints removed")
+	}
+	return nil
+}
+
+// withLifecycleDeadlines sets the deadline of terminate lifecycle events
+// with a token: the action's start plus the hook's global timeout.
+func (c *Controller) withLifecycleDeadlines(ctx context.Context, evs []event.Event) []event.Event {
+	if c.ASG == nil {
+		return evs
+	}
+	out := make([]event.Event, len(evs))
+	for i, e := range evs {
+		out[i] = e
+		if e.Kind != event.LifecycleTerminate || e.Lifecycle == nil || e.Lifecycle.Token == "" || !e.Deadline.IsZero() {
+			continue
+		}
+		h, err := c.ASG.Hook(ctx, e.Lifecycle.GroupName, e.Lifecycle.HookName)
+		if err != nil {
+			c.Log.Warn("reading lifecycle hook failed; draining without its deadline", "instanceID", e.InstanceID, "error", err.Error())
+			continue
+		}
+		startedAt := e.Time
+		if startedAt.IsZero() {
+			startedAt = c.Clock.Now()
+		}
+		out[i].Deadline = startedAt.Add(h.GlobalTimeout)
+	}
+	return out
+}
+
+// startHeartbeats keeps a terminate lifecycle action alive while the node is
+// worked on. It runs outside any worker slot and stops at the action's global
+// deadline, when the action is completed, or when it is gone.
+func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.LifecycleAction, evs []event.Event) {
+	if c.ASG == nil {
+		return
+	}
+	c.mu.Lock()
+	_, running := w.beats[a.Token]
+	c.mu.Unlock()
+	if running {
+		return
+	}
+	h, err := c.ASG.Hook(ctx, a.GroupName, a.HookName)
+	if err != nil {
+		c.Log.Warn("reading lifecycle hook failed; not heartbeating", "node", w.name, "error", err.Error())
+		return
+	}
+	var until time.Time
+	for _, e := range evs {
+		if e.Lifecycle != nil && e.Lifecycle.Token == a.Token {
+			until = e.Deadline
+			if w.instanceID == "" {
+				w.instanceID = e.InstanceID
+			}
+		}
+	}
+	interval := asg.HeartbeatInterval(c.o.HeartbeatInterval, h)
+	bctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	w.beats[a.Token] = cancel
+	c.mu.Unlock()
+	instanceID := w.instanceID
+	c.spawn(func() {
+		err := c.ASG.KeepAlive(bctx, instanceID, a, interval, until, func() {
+			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "ok").Inc()
+		})
+		if errors.Is(err, asg.ErrNoActiveAction) {
+			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "gone").Inc()
+			c.Log.Info("lifecycle action gone; heartbeats stopped", "node", w.name, "instanceID", instanceID)
+		}
+	})
+}
+
+func (c *Controller) stopHeartbeats(w *nodeWork, token string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cancel, ok := w.beats[token]; ok {
+		cancel()
+		delete(w.beats, token)
+	}
+}
+
+// finish records a successful reconcile. If no new event arrived meanwhile
+// it retires the node's work, acknowledges its messages and reports true.
+func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event) bool {
+	c.mu.Lock()
+	if len(w.events) != len(evs) {
+		c.mu.Unlock()
+		return false
+	}
+	now := c.Clock.Now()
+	for _, e := range evs {
+		c.done[e.ID] = now
+	}
+	c.pruneDone(now)
+	delete(c.work, w.name)
+	for _, cancel := range w.beats {
+		cancel()
+	}
+	msgs := w.msgs
+	c.mu.Unlock()
+	c.Metrics.NodesInFlight.Dec()
+	if len(evs) > 0 {
+		// The node is done: forget its events, keep the cordon and taints.
+		if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339)}); err != nil {
+			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
+		}
+	}
+	for _, m := range msgs {
+		c.messageDone(ctx, m, false)
+	}
+	return true
+}
+
+// abandon drops a node's work on shutdown: its messages are released for
+// redelivery (they stop being extended) and its events stay on the node.
+func (c *Controller) abandon(w *nodeWork) {
+	c.mu.Lock()
+	delete(c.work, w.name)
+	for _, cancel := range w.beats {
+		cancel()
+	}
+	c.mu.Unlock()
+	c.Metrics.NodesInFlight.Dec()
+}
+
+// pruneDone forgets finished events after a day. Called with c.mu held.
+func (c *Controller) pruneDone(now time.Time) {
+	if len(c.done) < 10000 {
+		return
+	}
+	for id, t := range c.done {
+		if now.Sub(t) > 24*time.Hour {
+			delete(c.done, id)
+		}
+	}
+}
+
+// persist encodes the events lifeboat must remember across restarts.
+func persist(evs []event.Event) (string, error) {
+	keep := make([]event.Event, 0, len(evs))
+	for _, e := range evs {
+		if e.Kind != event.LifecycleLaunch {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) > maxPersistedEvents {
+		keep = keep[len(keep)-maxPersistedEvents:]
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return "", fmt.Errorf("encoding node events: %w", err)
+	}
+	return string(b), nil
+}
+
+func (c *Controller) reportedOnce(w *nodeWork, reason string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return w.reported[reason]
+}
+
+// reportOnce reports a reason only the first time for this work.
+func (c *Controller) reportOnce(w *nodeWork, reason, typ, action, msg string) {
+	c.mu.Lock()
+	seen := w.reported[reason]
+	w.reported[reason] = true
+	c.mu.Unlock()
+	if !seen {
+		c.report(w, typ, reason, action, msg)
+	}
+}
+
+// report is the one place outcomes go: a structured log line, a Kubernetes
+// Event on the Node (the recorder deduplicates repeats).
+func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
+	c.mu.Lock()
+	w.reported[reason] = true
+	c.mu.Unlock()
+	level := slog.LevelInfo
+	if typ == corev1.EventTypeWarning {
+		level = slog.LevelWarn
+	}
+	c.Log.Log(context.Background(), level, reason, "node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg)
+	if c.Recorder != nil {
+		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
+		c.Recorder.Event(ref, typ, reason, msg)
+	}
+}
+
+func fmtDeadline(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,70 @@
+// Package metrics owns every Prometheus collector lifeboat exports. Labels
+// are bounded (kind, action, result, reason, source): never node names,
+// instance IDs or event IDs.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the collectors. Register them with Register.
+type Metrics struct {
+	EventsReceived   *prometheus.CounterVec // source, kind
+	MessagesIgnored  *prometheus.CounterVec // reason
+	MessagesRejected *prometheus.CounterVec // reason
+	UnknownInstance  prometheus.Counter
+	Actions          *prometheus.CounterVec   // action, result
+	ActionDuration   *prometheus.HistogramVec // action
+	ToCordoned       *prometheus.HistogramVec // kind: signal sent -> node cordoned
+	ToDrained        *prometheus.HistogramVec // kind: signal sent -> node drained
+	Evictions        *prometheus.CounterVec   // result
+	LifecycleCalls   *prometheus.CounterVec   // call (heartbeat, complete), result
+	ReceiveErrors    prometheus.Counter
+	NodesInFlight    prometheus.Gauge
+	SourceHealthy    *prometheus.GaugeVec // source
+}
+
+// New returns fresh collectors.
+func New() *Metrics {
+	latency := []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 1800, 3600, 7200}
+	return &Metrics{
+		EventsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_events_received_total",
+			Help: "Interruption events received, by source and kind."}, []string{"source", "kind"}),
+		MessagesIgnored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_messages_ignored_total",
+			Help: "Messages understood but irrelevant (deleted), by reason."}, []string{"reason"}),
+		MessagesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_messages_rejected_total",
+			Help: "Malformed messages (deleted), by reason."}, []string{"reason"}),
+		UnknownInstance: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_unknown_instance_events_total",
+			Help: "Events about instances that are not nodes of this cluster."}),
+		Actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_actions_total",
+			Help: "Actions taken on nodes (cordon, drain, uncordon, lifecycle-complete), by result."}, []string{"action", "result"}),
+		ActionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lifeboat_action_duration_seconds",
+			Help: "Duration of actions on nodes.", Buckets: latency}, []string{"action"}),
+		ToCordoned: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lifeboat_signal_to_cordoned_seconds",
+			Help: "Time from the signal (message sent or metadata seen) to the node cordoned.", Buckets: latency}, []string{"kind"}),
+		ToDrained: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lifeboat_signal_to_drained_seconds",
+			Help: "Time from the signal to the node drained.", Buckets: latency}, []string{"kind"}),
+		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_evictions_total",
+			Help: "Pod evictions, by result (evicted, blocked, force-deleted, grace-capped)."}, []string{"result"}),
+		LifecycleCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_lifecycle_calls_total",
+			Help: "Auto Scaling lifecycle calls, by call and result."}, []string{"call", "result"}),
+		ReceiveErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_queue_receive_errors_total",
+			Help: "Failed SQS receives."}),
+		NodesInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_nodes_in_flight",
+			Help: "Nodes lifeboat is working on."}),
+		SourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lifeboat_source_healthy",
+			Help: "1 when the event source (sqs or imds) answered its last request."}, []string{"source"}),
+	}
+}
+
+// Register registers every collector with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
+		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.ReceiveErrors,
+		m.NodesInFlight, m.SourceHealthy} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+// Package sqs is the queue-mode event source: it long-polls an SQS queue,
+// hands each message to a bounded pool of workers, keeps messages whose work
+// is in progress invisible, and deletes a message only when told its work is
+// done.
+//
+// It owns every SQS call. It must not parse messages or touch Kubernetes.
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
+)
+
+type sqsAPI interface {
+	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+var _ sqsAPI = (*sqs.Client)(nil)
+
+// SQS limits.
+const (
+	maxMessages   = 10
+	longPoll      = 20 * time.Second
+	maxVisibility = 12 * time.Hour
+)
+
+// Receipt identifies a received message: plain data the controller keeps
+// and gives back to Ack or Release.
+type Receipt struct {
+	MessageID     string
+	ReceiptHandle string
+	// SentAt is when SQS received the message (SentTimestamp).
+	SentAt time.Time
+}
+
+// Message is a received message.
+type Message struct {
+	Receipt
+	Body         []byte
+	ReceiveCount int
+}
+
+// Options configure a Source.
+type Options struct {
+	QueueURL   string
+	Workers    int
+	Visibility time.Duration
+	DryRun     bool
+	// OnReceiveError is told about failed receives (metrics, readiness).
+	OnReceiveError func(error)
+	// OnReceive is told about successful receives (readiness).
+	OnReceive func()
+}
+
+// Source is the SQS event source.
+type Source struct {
+	api   sqsAPI
+	clock clock.WithTicker
+	log   *slog.Logger
+	o     Options
+
+	mu       sync.Mutex
+	inFlight map[string]inFlight // by MessageID
+}
+
+type inFlight struct {
+	handle   string
+	received time.Time
+}
+
+// New returns a Source.
+func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source {
+	if o.Workers < 1 {
+		o.Workers = 10
+	}
+	if o.Visibility <= 0 {
+		o.Visibility = 2 * time.Minute
+	}
+	if o.OnReceiveError == nil {
+		o.OnReceiveError = func(error) {}
+	}
+	if o.OnReceive == nil {
+		o.OnReceive = func() {}
+	}
+	return &Source{api: api, clock: clk, log: log, o: o, inFlight: map[string]inFlight{}}
+}
+
+// Run receives messages until ctx ends and calls handle for each in one of
+// Options.Workers goroutines. handle should hand work off quickly; a message
+// stays in flight (kept invisible) until Ack or Release.
+func (s *Source) Run(ctx context.Context, handle func(context.Context, Message)) error {
+	g, ctx := errgroup.WithContext(ctx)
+	work := make(chan Message)
+	for range s.o.Workers {
+		g.Go(func() error {
+			for m := range work {
+				handle(ctx, m)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error { s.extendLoop(ctx); return nil })
+	g.Go(func() error {
+		defer close(work)
+		backoff := time.Second
+		for ctx.Err() == nil {
+			msgs, err := s.receive(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.o.OnReceiveError(err)
+				s.log.Warn("receiving from queue failed", "error", err.Error(), "backoff", backoff)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-s.clock.After(backoff):
+				}
+				backoff = min(2*backoff, time.Minute)
+				continue
+			}
+			backoff = time.Second
+			s.o.OnReceive()
+			for _, m := range msgs {
+				select {
+				case work <- m:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+func (s *Source) receive(ctx context.Context) ([]Message, error) {
+	out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(s.o.QueueURL),
+		MaxNumberOfMessages:         maxMessages,
+		WaitTimeSeconds:             int32(longPoll / time.Second),
+		VisibilityTimeout:           int32(s.o.Visibility / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receiving from %s: %w", s.o.QueueURL, err)
+	}
+	now := s.clock.Now()
+	msgs := make([]Message, 0, len(out.Messages))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range out.Messages {
+		msg := Message{
+			Receipt: Receipt{MessageID: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle)},
+			Body:    []byte(aws.ToString(m.Body)),
+		}
+		if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+			msg.SentAt = time.UnixMilli(ms)
+		}
+		msg.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
+}
+
+// Ack deletes a message whose work is done. In dry-run nothing is deleted
+// (the message only stops being extended).
+func (s *Source) Ack(ctx context.Context, r Receipt) error {
+	s.forget(r)
+	if s.o.DryRun {
+		s.log.Info("dry run: would delete message", "messageID", r.MessageID)
+		return nil
+	}
+	_, err := s.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle)})
+	if err != nil {
+		return fmt.Errorf("deleting message %s: %w", r.MessageID, err)
+	}
+	return nil
+}
+
+// Release stops keeping a message invisible; it is received again after
+// delay (0: at once; negative: when its current visibility ends).
+func (s *Source) Release(ctx context.Context, r Receipt, delay time.Duration) error {
+	s.forget(r)
+	if delay < 0 {
+		return nil
+	}
+	_, err := s.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: int32(delay / time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("releasing message %s: %w", r.MessageID, err)
+	}
+	return nil
+}
+
+func (s *Source) forget(r Receipt) {
+	s.mu.Lock()
+	delete(s.inFlight, r.MessageID)
+	s.mu.Unlock()
+}
+
+// InFlight returns the number of messages being worked on.
+func (s *Source) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inFlight)
+}
+
+// extendLoop keeps every in-flight message invisible: every third of the
+// visibility timeout it pushes their visibility out again, ten per call.
+func (s *Source) extendLoop(ctx context.Context) {
+	t := s.clock.NewTicker(s.o.Visibility / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		s.extend(ctx)
+	}
+}
+
+func (s *Source) extend(ctx context.Context) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	var entries []types.ChangeMessageVisibilityBatchRequestEntry
+	for id, f := range s.inFlight {
+		// SQS caps a message's total invisibility at 12 h from its receipt.
+		left := maxVisibility - now.Sub(f.received)
+		if left <= 0 {
+			delete(s.inFlight, id)
+			continue
+		}
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: aws.String(f.handle),
+			VisibilityTimeout: int32(min(s.o.Visibility, left) / time.Second),
+		})
+	}
+	s.mu.Unlock()
+	for i := 0; i < len(entries); i += maxMessages {
+		batch := entries[i:min(i+maxMessages, len(entries))]
+		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.o.QueueURL), Entries: batch})
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("extending message visibility failed", "messages", len(batch), "error", err.Error())
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			s.log.Warn("extending message visibility failed", "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+		}
+	}
+}
