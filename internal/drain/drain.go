@@ -359,12 +359,14 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		for _, p := range list.Items {
 			present[p.UID] = true
 		}
+		gone := 0
 		for uid := range waiting {
 			if !present[uid] {
 				delete(waiting, uid)
+				gone++
 			}
 		}
-		report(func(p *Progress) { p.Gone = p.Total - len(waiting) })
+		report(func(p *Progress) { p.Gone += gone })
 		if len(waiting) == 0 {
 			return 0, nil
 		}
@@ -374,7 +376,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		if err != nil {
 			return len(waiting), fmt.Errorf("watching pods of node %s: %w", node, err)
 		}
-		done, err := d.watchUntilGone(ctx, w, waiting, total, deadlineC, report)
+		done, err := d.watchUntilGone(ctx, w, waiting, deadlineC, report)
 		w.Stop()
 		switch {
 		case done:
@@ -399,7 +401,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 
 // watchUntilGone consumes w until every waited-for pod is deleted (true), the
 // watch closes (false, nil), the deadline fires (ErrDeadline) or ctx ends.
-func (d *Drainer) watchUntilGone(ctx context.Context, w watch.Interface, waiting map[types.UID]corev1.Pod, total int, deadlineC <-chan time.Time, report func(func(*Progress))) (bool, error) {
+func (d *Drainer) watchUntilGone(ctx context.Context, w watch.Interface, waiting map[types.UID]corev1.Pod, deadlineC <-chan time.Time, report func(func(*Progress))) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -415,7 +417,7 @@ func (d *Drainer) watchUntilGone(ctx context.Context, w watch.Interface, waiting
 				if pod, ok := ev.Object.(*corev1.Pod); ok {
 					if _, mine := waiting[pod.UID]; mine {
 						delete(waiting, pod.UID)
-						report(func(p *Progress) { p.Gone = total - len(waiting) })
+						report(func(p *Progress) { p.Gone++ })
 					}
 				}
 				if len(waiting) == 0 {
