@@ -1,0 +1,127 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// APIRequestCounts reads the apiserver's own /metrics and returns
+// apiserver_request_total summed by verb (LIST, GET, WATCH, POST, PUT,
+// PATCH, DELETE, APPLY, ...). The counters cover every client, including the
+// controllers and kwok: compare two readings taken around the code under
+// test rather than absolute values.
+func (e *Env) APIRequestCounts(ctx context.Context) (map[string]float64, error) {
+	return e.apiRequestCounts(ctx, func(l map[string]string) string { return l["verb"] })
+}
+
+// APIRequestCountsByResource is APIRequestCounts keyed by "VERB resource"
+// or "VERB resource/subresource", e.g. "LIST pods", "POST pods/eviction",
+// "PATCH nodes".
+func (e *Env) APIRequestCountsByResource(ctx context.Context) (map[string]float64, error) {
+	return e.apiRequestCounts(ctx, func(l map[string]string) string {
+		k := l["verb"] + " " + l["resource"]
+		if s := l["subresource"]; s != "" {
+			k += "/" + s
+		}
+		return k
+	})
+}
+
+func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) string) (map[string]float64, error) {
+	raw, err := e.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
+	}
+	samples, err := parseCounter(raw, "apiserver_request_total")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, s := range samples {
+		out[key(s.labels)] += s.value
+	}
+	return out, nil
+}
+
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// parseCounter returns the samples of one metric from the Prometheus text
+// exposition format.
+func parseCounter(raw []byte, name string) ([]sample, error) {
+	var out []sample
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		labels := map[string]string{}
+		if strings.HasPrefix(rest, "{") {
+			var err error
+			labels, rest, err = parseLabels(rest[1:])
+			if err != nil {
+				return nil, fmt.Errorf("parsing %q: %w", line, err)
+			}
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("parsing %q: no value", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		out = append(out, sample{labels: labels, value: v})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading metrics: %w", err)
+	}
+	return out, nil
+}
+
+// parseLabels parses `a="x",b="y"}` and returns the labels and what follows
+// the closing brace.
+func parseLabels(s string) (map[string]string, string, error) {
+	labels := map[string]string{}
+	for {
+		s = strings.TrimLeft(s, " ,")
+		if strings.HasPrefix(s, "}") {
+			return labels, s[1:], nil
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 || len(s) < eq+2 || s[eq+1] != '"' {
+			return nil, "", fmt.Errorf("malformed labels")
+		}
+		name := strings.TrimSpace(s[:eq])
+		s = s[eq+2:]
+		var val strings.Builder
+		i := 0
+		for ; i < len(s) && s[i] != '"'; i++ {
+			if s[i] == '\\' && i+1 < len(s) {
+				i++
+				switch s[i] {
+				case 'n':
+					val.WriteByte('\n')
+				default:
+					val.WriteByte(s[i])
+				}
+				continue
+			}
+			val.WriteByte(s[i])
+		}
+		if i >= len(s) {
+			return nil, "", fmt.Errorf("unterminated label value")
+		}
+		labels[name] = val.String()
+		s = s[i+1:]
+	}
+}
