@@ -1,0 +1,198 @@
+package awssim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+// Exact EventBridge strings (DESIGN.md, "Exact AWS strings").
+const (
+	sourceAutoScaling     = "aws.autoscaling"
+	sourceEC2             = "aws.ec2"
+	detailTypeLaunch      = "EC2 Instance-launch Lifecycle Action"
+	detailTypeTerminate   = "EC2 Instance-terminate Lifecycle Action"
+	detailTypeStateChange = "EC2 Instance State-change Notification"
+	testNotificationEvent = "autoscaling:TEST_NOTIFICATION"
+	serviceName           = "AWS Auto Scaling"
+	// notificationTime is the Time format of direct notifications
+	// (2019-09-27T02:39:14.183Z).
+	notificationTime = "2006-01-02T15:04:05.000Z"
+)
+
+// lifecycleDetail is the detail of a lifecycle-action event, keys in the
+// order AWS's documentation shows them.
+type lifecycleDetail struct {
+	LifecycleActionToken string `json:"LifecycleActionToken"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	LifecycleHookName    string `json:"LifecycleHookName"`
+	EC2InstanceID        string `json:"EC2InstanceId"`
+	LifecycleTransition  string `json:"LifecycleTransition"`
+	NotificationMetadata string `json:"NotificationMetadata,omitempty"`
+	Origin               string `json:"Origin"`
+	Destination          string `json:"Destination"`
+}
+
+// directNotification is the body a hook sends to its SQS notification
+// target: flat, no envelope (fixtures/sqs-direct).
+type directNotification struct {
+	Origin               string `json:"Origin"`
+	LifecycleHookName    string `json:"LifecycleHookName"`
+	Destination          string `json:"Destination"`
+	AccountID            string `json:"AccountId"`
+	RequestID            string `json:"RequestId"`
+	LifecycleTransition  string `json:"LifecycleTransition"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	Service              string `json:"Service"`
+	Time                 string `json:"Time"`
+	EC2InstanceID        string `json:"EC2InstanceId"`
+	LifecycleActionToken string `json:"LifecycleActionToken"`
+	NotificationMetadata string `json:"NotificationMetadata,omitempty"`
+}
+
+// testNotification is autoscaling:TEST_NOTIFICATION, sent to an SQS target
+// when a hook is put with it.
+type testNotification struct {
+	AccountID            string `json:"AccountId"`
+	RequestID            string `json:"RequestId"`
+	AutoScalingGroupARN  string `json:"AutoScalingGroupARN"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	Service              string `json:"Service"`
+	Event                string `json:"Event"`
+	Time                 string `json:"Time"`
+}
+
+type stateChangeDetail struct {
+	InstanceID string `json:"instance-id"`
+	State      string `json:"state"`
+}
+
+// announceAction publishes a new lifecycle action as AWS does: always as an
+// EventBridge event on the default bus, and in addition as a direct
+// notification when the hook's target is an SQS queue. (AWS emits the
+// EventBridge event for every lifecycle action whatever the hook's
+// notification target, so a queue fed both ways gets the action twice, with
+// one token.)
+func (s *Server) announceAction(ctx context.Context, g *group, a *action) error {
+	detailType := detailTypeLaunch
+	if a.transition == event.TransitionTerminating {
+		detailType = detailTypeTerminate
+	}
+	detail := lifecycleDetail{
+		LifecycleActionToken: a.token, AutoScalingGroupName: g.name, LifecycleHookName: a.hook.name,
+		EC2InstanceID: a.inst.id, LifecycleTransition: a.transition, NotificationMetadata: a.hook.metadata,
+		Origin: a.origin, Destination: a.dest,
+	}
+	if err := s.putEvent(ctx, sourceAutoScaling, detailType, []string{g.arn}, detail); err != nil {
+		return fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
+	}
+	if a.hook.targetARN == "" {
+		return nil
+	}
+	body := directNotification{
+		Origin: a.origin, LifecycleHookName: a.hook.name, Destination: a.dest,
+		AccountID: s.opts.AccountID, RequestID: newUUID(), LifecycleTransition: a.transition,
+		AutoScalingGroupName: g.name, Service: serviceName,
+		Time:          s.clock.Now().UTC().Format(notificationTime),
+		EC2InstanceID: a.inst.id, LifecycleActionToken: a.token, NotificationMetadata: a.hook.metadata,
+	}
+	if err := s.sendToQueue(ctx, a.hook.targetARN, body); err != nil {
+		return fmt.Errorf("notifying %s of lifecycle action %s: %w", a.hook.targetARN, a.token, err)
+	}
+	return nil
+}
+
+func (s *Server) sendTestNotification(ctx context.Context, g *group, targetARN string) error {
+	body := testNotification{
+		AccountID: s.opts.AccountID, RequestID: newUUID(), AutoScalingGroupARN: g.arn,
+		AutoScalingGroupName: g.name, Service: serviceName, Event: testNotificationEvent,
+		Time: s.clock.Now().UTC().Format(notificationTime),
+	}
+	return s.sendToQueue(ctx, targetARN, body)
+}
+
+// stateChange publishes an "EC2 Instance State-change Notification".
+func (s *Server) stateChange(ctx context.Context, in *instance, state string) error {
+	arn := fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", s.opts.Region, s.opts.AccountID, in.id)
+	if err := s.putEvent(ctx, sourceEC2, detailTypeStateChange, []string{arn}, stateChangeDetail{InstanceID: in.id, State: state}); err != nil {
+		return fmt.Errorf("announcing state %s of %s: %w", state, in.id, err)
+	}
+	return nil
+}
+
+func (s *Server) putEvent(ctx context.Context, source, detailType string, resources []string, detail any) error {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("encoding event detail: %w", err)
+	}
+	out, err := s.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(b)),
+		Resources: resources, Time: aws.Time(s.clock.Now()),
+	}}})
+	if err != nil {
+		return fmt.Errorf("putting %q event: %w", detailType, err)
+	}
+	if out.FailedEntryCount > 0 {
+		e := out.Entries[0]
+		return fmt.Errorf("putting %q event: %s: %s", detailType, aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage))
+	}
+	return nil
+}
+
+func (s *Server) sendToQueue(ctx context.Context, queueARN string, body any) error {
+	url, err := s.queueURL(ctx, queueARN)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding notification: %w", err)
+	}
+	if _, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(string(b))}); err != nil {
+		return fmt.Errorf("sending to %s: %w", queueARN, err)
+	}
+	return nil
+}
+
+func (s *Server) queueURL(ctx context.Context, queueARN string) (string, error) {
+	if url, ok := s.queueURLs[queueARN]; ok {
+		return url, nil
+	}
+	account, name, ok := parseQueueARN(queueARN)
+	if !ok {
+		return "", fmt.Errorf("%q is not an SQS queue ARN", queueARN)
+	}
+	out, err := s.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name), QueueOwnerAWSAccountId: aws.String(account)})
+	if err != nil {
+		return "", fmt.Errorf("resolving queue %s: %w", queueARN, err)
+	}
+	s.queueURLs[queueARN] = aws.ToString(out.QueueUrl)
+	return s.queueURLs[queueARN], nil
+}
+
+// parseQueueARN splits arn:aws:sqs:REGION:ACCOUNT:NAME.
+func parseQueueARN(arn string) (account, name string, ok bool) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[4] == "" || parts[5] == "" {
+		return "", "", false
+	}
+	return parts[4], parts[5], true
+}
+
+// targetService returns the service of a notification target ARN ("sqs",
+// "sns", …) or "".
+func targetService(arn string) string {
+	parts := strings.Split(arn, ":")
+	if len(parts) < 6 || parts[0] != "arn" {
+		return ""
+	}
+	return parts[2]
+}
