@@ -302,18 +302,24 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	evs = c.withLifecycleDeadlines(ctx, evs)
 	now := c.Clock.Now()
 	p := plan.For(evs, c.o.Policy, now)
-	if !p.Act {
-		if !p.NotBefore.IsZero() {
-			return errWait{until: p.NotBefore}
-		}
-		return nil
-	}
-	if p.Undo {
-		return c.undo(ctx, w)
-	}
 	persisted, err := persist(evs)
 	if err != nil {
 		return err
+	}
+	if !p.Act {
+		if p.NotBefore.IsZero() {
+			return nil
+		}
+		// Remember the future change on the node: the message that
+		// announced it will not outlive the queue's retention.
+		if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: persisted}); err != nil {
+			return err
+		}
+		c.reportOnce(w, "ChangeScheduled", corev1.EventTypeNormal, "schedule", fmt.Sprintf("scheduled change: acting at %s", fmtDeadline(p.NotBefore)))
+		return errWait{until: p.NotBefore}
+	}
+	if p.Undo {
+		return c.undo(ctx, w)
 	}
 	start := c.Clock.Now()
 	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), map[string]string{drain.AnnotationEvents: persisted})

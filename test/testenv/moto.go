@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awscreds "github.com/aws/aws-sdk-go-v2/credentials"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -92,5 +94,18 @@ func SetAWSEnv(t testing.TB) {
 	for _, kv := range AWSEnv() {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
+	}
+}
+
+// NewMoto starts moto_server outside a test (TestMain); the caller stops
+// m.Proc.
+func NewMoto(logDir string) (*Moto, error) { return startMoto(logDir) }
+
+// MotoAWSConfig is an AWS SDK configuration with static fake credentials in
+// us-east-1, moto's default region; set BaseEndpoint per client.
+func MotoAWSConfig() aws.Config {
+	return aws.Config{
+		Region:      "us-east-1",
+		Credentials: awscreds.NewStaticCredentialsProvider("testing", "testing", ""),
 	}
 }
