@@ -16,11 +16,35 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler etcd kwok ec2-metadata-mock
 
-.PHONY: all build tools test test-unit test-e2e lint demo clean
+.PHONY: all build tools test test-unit test-e2e docs check-docs fuzz clean
 all: build
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The same flags as the Dockerfile's build stage.
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
 build:
-	$(GO) build -o $(BIN)/lifeboat ./cmd/lifeboat
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lifeboat ./cmd/lifeboat
+
+# test runs every test: unit tests and the end-to-end tests on the testbed
+# (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
+test: tools
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+test-unit:
+	$(GO) test -count=1 ./internal/... ./cmd/...
+
+test-e2e: tools
+	$(GO) test -count=1 -timeout 30m ./test/...
+
+# fuzz runs the parser's fuzz target for a bounded time (CI: 30 s).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/message
+
+docs:
+	$(GO) run ./hack/gendocs
 
 # tools builds the pinned testbed binaries into bin/. Each binary depends on
 # its module's go.mod/go.sum, so a warm run does nothing.

@@ -28,6 +28,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
@@ -53,6 +54,12 @@ type lifecycleAPI interface {
 	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
 	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error
 	Owned(ctx context.Context, group string) (bool, error)
+}
+
+// notifier is told, without blocking, about each node's interruption once
+// when it is received and once when it is finished.
+type notifier interface {
+	Notify(n notify.Notification)
 }
 
 type acker interface {
@@ -83,6 +90,7 @@ type Deps struct {
 	ASG      lifecycleAPI // nil: lifecycle actions are not touched
 	Acker    acker        // nil in IMDS mode
 	Recorder record.EventRecorder
+	Notifier notifier // nil: no notifications
 	Metrics  *metrics.Metrics
 	Clock    clock.WithTicker
 	Log      *slog.Logger
@@ -122,6 +130,7 @@ type nodeWork struct {
 	wake       chan struct{}
 	beats      map[string]context.CancelFunc // heartbeat loops by token
 	reported   map[string]bool               // Event reasons already reported
+	notified   map[notify.Phase]bool
 	cordonedAt time.Time
 }
 
@@ -194,7 +203,8 @@ func (c *Controller) submit(node, instanceID string, evs []event.Event, m *messa
 	w, ok := c.work[node]
 	if !ok {
 		w = &nodeWork{name: node, instanceID: instanceID, events: map[string]event.Event{}, firstSeen: c.Clock.Now(),
-			wake: make(chan struct{}, 1), beats: map[string]context.CancelFunc{}, reported: map[string]bool{}}
+			wake: make(chan struct{}, 1), beats: map[string]context.CancelFunc{}, reported: map[string]bool{},
+			notified: map[notify.Phase]bool{}}
 		c.work[node] = w
 		c.Metrics.NodesInFlight.Inc()
 		c.spawn(func() { c.runNode(c.ctx, w) })
@@ -333,6 +343,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		c.Metrics.ToCordoned.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
 		c.report(w, corev1.EventTypeNormal, "Cordoned", "cordon", fmt.Sprintf("%s: cordoned and tainted %v", p.Reason, p.TaintKeys))
 	}
+	c.notifyOnce(w, notify.PhaseReceived, p, "")
 	for _, a := range p.Lifecycle {
 		c.startHeartbeats(ctx, w, a, evs)
 	}
@@ -539,10 +550,26 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event)
 			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
 		}
 	}
+	if w.notified[notify.PhaseReceived] {
+		c.notifyOnce(w, notify.PhaseFinished, plan.For(evs, c.o.Policy, now), "")
+	}
 	for _, m := range msgs {
 		c.messageDone(ctx, m, false)
 	}
 	return true
+}
+
+// notifyOnce sends one notification per phase per node work.
+func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, detail string) {
+	c.mu.Lock()
+	seen := w.notified[phase]
+	w.notified[phase] = true
+	c.mu.Unlock()
+	if seen || c.Notifier == nil {
+		return
+	}
+	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
+	c.Notifier.Notify(n)
 }
 
 // abandon drops a node's work on shutdown: its messages are released for

@@ -1,0 +1,38 @@
+// Package notify tells people what lifeboat does: webhooks (Slack, Microsoft
+// Teams, generic JSON) rendered from templates parsed at start.
+//
+// It owns outbound notifications only. It must not decide anything: the
+// controller says what happened, once per node per interruption.
+package notify
+
+import (
+	"time"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+// Phase is where a node's interruption handling stands.
+type Phase string
+
+const (
+	// PhaseReceived: an interruption was received; the drain is about to start.
+	PhaseReceived Phase = "received"
+	// PhaseFinished: the node was drained and its lifecycle actions completed.
+	PhaseFinished Phase = "finished"
+	// PhaseFailed: the work failed for good (it is still retried, but people should look).
+	PhaseFailed Phase = "failed"
+)
+
+// Notification is plain data about one node's interruption.
+type Notification struct {
+	Phase      Phase      `json:"phase"`
+	Node       string     `json:"node"`
+	InstanceID string     `json:"instanceID"`
+	Kind       event.Kind `json:"kind"`
+	// Action refines the kind (terminate, stop, ...).
+	Action   string    `json:"action,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Detail is a human sentence about what happened.
+	Detail string    `json:"detail,omitempty"`
+	Time   time.Time `json:"time"`
+}
