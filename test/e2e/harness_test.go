@@ -9,9 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,15 +93,19 @@ type harness struct {
 	as    *autoscaling.Client
 	eb    *eventbridge.Client
 	proc  *testenv.Process
+	// metricsURL is lifeboat's /metrics.
+	metricsURL string
 
 	mu sync.Mutex
 	// noJoin lists instances that never become nodes; joinDelay delays the
 	// node of an instance (boot time).
-	noJoin    map[string]bool
-	joinDelay time.Duration
-	nodes     map[string]string // instance ID -> node name
-	gone      map[string]time.Time
-	ready     map[string]time.Time
+	noJoin map[string]bool
+	// foreignGroups are another cluster's: their instances never join.
+	foreignGroups map[string]bool
+	joinDelay     time.Duration
+	nodes         map[string]string // instance ID -> node name
+	gone          map[string]time.Time
+	ready         map[string]time.Time
 }
 
 type harnessOptions struct {
@@ -115,7 +122,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if err := moto.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: ctx, noJoin: map[string]bool{}, nodes: map[string]string{}, gone: map[string]time.Time{}, ready: map[string]time.Time{}}
+	h := &harness{t: t, ctx: ctx, noJoin: map[string]bool{}, foreignGroups: map[string]bool{}, nodes: map[string]string{}, gone: map[string]time.Time{}, ready: map[string]time.Time{}}
 	prefix := strings.ToLower(testenv.UniqueName("lb"))
 	var err error
 	h.stack, err = testenv.CreateQueueStack(ctx, moto.Endpoint, prefix)
@@ -173,6 +180,7 @@ func (h *harness) startLifeboat(extra []string) {
 		h.t.Fatal(err)
 	}
 	h.proc = p
+	h.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	h.t.Cleanup(func() {
 		p.Stop()
 		if h.t.Failed() {
@@ -188,7 +196,7 @@ func (h *harness) startLifeboat(extra []string) {
 // the cluster when it boots (not while it sits in the warm pool).
 func (h *harness) instanceRunning(ctx context.Context, inst awssim.Instance) {
 	h.mu.Lock()
-	skip := h.noJoin[inst.ID] || inst.InWarmPool
+	skip := h.noJoin[inst.ID] || inst.InWarmPool || h.foreignGroups[inst.GroupName]
 	delay := h.joinDelay
 	h.mu.Unlock()
 	if skip {
@@ -376,4 +384,38 @@ func (h *harness) queueEmpty() bool {
 
 func sqsClient() *sqs.Client {
 	return sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
+}
+
+// metric sums the samples of a Prometheus metric whose label set contains
+// every label given as `name="value"`, scraped from lifeboat's /metrics.
+func (h *harness) metric(name string, labels ...string) float64 {
+	h.t.Helper()
+	resp, err := http.Get(h.metricsURL)
+	if err != nil {
+		h.t.Fatalf("scraping lifeboat metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
