@@ -337,7 +337,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()
 		return err
 	}
-	if changed || !c.reportedOnce(w, "Cordoned") {
+	if changed {
 		c.Metrics.Actions.WithLabelValues("cordon", "ok").Inc()
 		c.Metrics.ActionDuration.WithLabelValues("cordon").Observe(c.Clock.Since(start).Seconds())
 		c.Metrics.ToCordoned.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
@@ -612,12 +612,6 @@ func persist(evs []event.Event) (string, error) {
 		return "", fmt.Errorf("encoding node events: %w", err)
 	}
 	return string(b), nil
-}
-
-func (c *Controller) reportedOnce(w *nodeWork, reason string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return w.reported[reason]
 }
 
 // reportOnce reports a reason only the first time for this work.
