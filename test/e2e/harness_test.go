@@ -12,8 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,11 +53,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	lifeboatBin = filepath.Join(dir, "lifeboat")
-	build := exec.Command("go", "build", "-o", lifeboatBin, "./cmd/lifeboat")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building lifeboat: %v\n%s", err, out)
+	lifeboatBin, err = testenv.BuildLifeboat(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
