@@ -22,6 +22,9 @@ type Metrics struct {
 	ReceiveErrors    prometheus.Counter
 	NodesInFlight    prometheus.Gauge
 	SourceHealthy    *prometheus.GaugeVec // source
+	Leader           prometheus.Gauge
+	Notifications    *prometheus.CounterVec // result
+	NotifyRetries    prometheus.Counter
 }
 
 // New returns fresh collectors.
@@ -54,6 +57,12 @@ func New() *Metrics {
 			Help: "Nodes lifeboat is working on."}),
 		SourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lifeboat_source_healthy",
 			Help: "1 when the event source (sqs or imds) answered its last request."}, []string{"source"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_leader",
+			Help: "1 while this replica acts on interruptions (holds the leader lease, or runs without leader election); 0 on a standby."}),
+		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_notifications_total",
+			Help: "Webhook notifications, by result (sent, failed, dropped, deduplicated)."}, []string{"result"}),
+		NotifyRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_notification_retries_total",
+			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
 	}
 }
 
@@ -61,7 +70,7 @@ func New() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
