@@ -51,6 +51,9 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "version", version, "mode", cfg.Mode, "dryRun", cfg.DryRun)
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration warning", "detail", w)
+	}
 
 	kube, err := kubeClient(cfg)
 	if err != nil {

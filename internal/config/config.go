@@ -93,6 +93,11 @@ type Config struct {
 	LeaseDuration  time.Duration
 	LogFormat      string
 	LogLevel       string
+
+	// Warnings are problems that do not stop lifeboat, for the caller to
+	// log: deprecated aws-node-termination-handler environment variables
+	// that were read as aliases, or that have no effect.
+	Warnings []string
 }
 
 // option describes one flag. The table drives parsing, env fallbacks and
@@ -231,7 +236,11 @@ func EnvName(flagName string) string {
 }
 
 // Load parses args (without the program and subcommand names) with
-// environment fallbacks from getenv; flags win. It returns every problem at once.
+// environment fallbacks from getenv; flags win, then LIFEBOAT_* variables,
+// then the aws-node-termination-handler variables read as deprecated
+// aliases. It returns every problem at once; what does not stop lifeboat
+// (deprecated or ignored variables) is in Config.Warnings, for the caller to
+// log.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet("lifeboat", flag.ContinueOnError)
@@ -246,7 +255,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	setBy := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true; setBy[f.Name] = "the command line" })
 	var errs []error
 	for _, o := range options {
 		if set[o.name] {
@@ -257,9 +267,15 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 				errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(o.name), v, err))
 			} else {
 				set[o.name] = true
+				setBy[o.name] = EnvName(o.name)
 			}
 		}
 	}
+	// aws-node-termination-handler's variables come last: every lifeboat
+	// flag and variable wins over them.
+	warnings, nthErrs := applyNTH(getenv, fs.Set, set, setBy, func() Mode { return c.Mode })
+	errs = append(errs, nthErrs...)
+	c.Warnings = warnings
 	if c.LeaseNamespace == "" {
 		c.LeaseNamespace = c.PodNamespace
 	}
