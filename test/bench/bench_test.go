@@ -1,0 +1,160 @@
+// Package bench measures lifeboat end to end on the testbed: the real binary
+// in queue mode, a real kube-apiserver with kwok nodes, moto's SQS. Run with
+//
+//	go test -run '^$' -bench . -benchtime 1x ./test/bench/
+//
+// Figures are printed as benchmark metrics; docs/benchmarks.md records them.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// burstNodes is the burst size: LIFEBOAT_BENCH_NODES, default 50.
+func burstNodes(b *testing.B) int {
+	if v := os.Getenv("LIFEBOAT_BENCH_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LIFEBOAT_BENCH_NODES=%q: want a positive number", v)
+		}
+		return n
+	}
+	return 50
+}
+
+// BenchmarkSpotBurst sends N Spot interruption notices for N nodes at once
+// and reports message sent -> node cordoned latency percentiles.
+func BenchmarkSpotBurst(b *testing.B) {
+	n := burstNodes(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	env := testenv.Start(b, testenv.Options{NoScheduler: true})
+	moto := testenv.StartMoto(b, dir)
+	bin, err := testenv.BuildLifeboat(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("bench%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := make([]string, n)
+		names := make([]string, n)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(16)
+		for j := range n {
+			ids[j] = testenv.RandomInstanceID()
+			g.Go(func() error {
+				node, err := env.CreateNode(gctx, testenv.NodeSpec{InstanceID: ids[j]})
+				if err != nil {
+					return err
+				}
+				names[j] = node.Name
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-%d", i), bin, []string{"run",
+			"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
+			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", "", "--log-level", "warn",
+		}, testenv.AWSEnv(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat := burst(ctx, b, env, moto.Endpoint, stack.QueueURL, ids, names)
+		proc.Stop()
+		slices.Sort(lat)
+		pct := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))].Seconds() }
+		b.ReportMetric(float64(n), "nodes")
+		b.ReportMetric(pct(0.50), "p50_s")
+		b.ReportMetric(pct(0.90), "p90_s")
+		b.ReportMetric(pct(0.99), "p99_s")
+		b.ReportMetric(lat[len(lat)-1].Seconds(), "max_s")
+		for _, name := range names {
+			_ = env.DeleteNode(ctx, name)
+		}
+	}
+}
+
+// burst puts one Spot notice per instance on the queue (batches of ten, as
+// fast as SQS takes them) and returns, per node, the time from its message
+// being sent to the node being seen cordoned.
+func burst(ctx context.Context, b *testing.B, env *testenv.Env, endpoint, queueURL string, ids, names []string) []time.Duration {
+	b.Helper()
+	want := map[string]int{}
+	for j, name := range names {
+		want[name] = j
+	}
+	w, err := env.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	sent := make([]time.Time, len(ids))
+	var mu sync.Mutex
+	b.ResetTimer()
+	go func() {
+		for start := 0; start < len(ids); start += 10 {
+			var entries []sqstypes.SendMessageBatchRequestEntry
+			now := time.Now()
+			for j := start; j < min(start+10, len(ids)); j++ {
+				body := fmt.Sprintf(`{"version":"0","id":"bench-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
+					ids[j], now.UTC().Format(time.RFC3339), ids[j])
+				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
+				mu.Lock()
+				sent[j] = now
+				mu.Unlock()
+			}
+			if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, len(ids))
+	done := map[string]bool{}
+	timeout := time.After(5 * time.Minute)
+	for len(lat) < len(ids) {
+		select {
+		case ev := <-w.ResultChan():
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || ev.Type != watch.Modified {
+				continue
+			}
+			j, mine := want[n.Name]
+			if !mine || done[n.Name] || !n.Spec.Unschedulable {
+				continue
+			}
+			done[n.Name] = true
+			mu.Lock()
+			lat = append(lat, time.Since(sent[j]))
+			mu.Unlock()
+		case <-timeout:
+			b.Fatalf("only %d of %d nodes cordoned after 5 minutes", len(lat), len(ids))
+		}
+	}
+	b.StopTimer()
+	return lat
+}
