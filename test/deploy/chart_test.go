@@ -1,0 +1,432 @@
+package deploy
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// chartDir is the chart under test.
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "deploy", "helm", "lifeboat") }
+
+// kubeVersion is the testbed's (Makefile K8S_VERSION).
+var kubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+
+// rendered is the chart rendered for one release, as `helm template` would:
+// the objects in install order.
+type rendered struct {
+	Objects []*unstructured.Unstructured
+	Notes   string
+}
+
+// render renders the chart with the Helm SDK (values validated against
+// values.schema.json, as `helm install` does).
+func render(release, namespace string, values map[string]any) (*rendered, error) {
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		return nil, fmt.Errorf("loading chart: %w", err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = kubeVersion
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
+	if err != nil {
+		return nil, fmt.Errorf("values: %w", err)
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, fmt.Errorf("rendering: %w", err)
+	}
+	out := &rendered{}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		content := files[name]
+		if strings.HasSuffix(name, "NOTES.txt") {
+			out.Notes = content
+			continue
+		}
+		if strings.HasPrefix(filepath.Base(name), "_") {
+			continue
+		}
+		docs := releaseutil.SplitManifests(content)
+		keys := make([]string, 0, len(docs))
+		for k := range docs {
+			keys = append(keys, k)
+		}
+		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+		for _, k := range keys {
+			doc := strings.TrimSpace(docs[k])
+			if doc == "" {
+				continue
+			}
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+				return nil, fmt.Errorf("%s: %w\n%s", name, err, doc)
+			}
+			if len(m) == 0 {
+				continue
+			}
+			out.Objects = append(out.Objects, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return out, nil
+}
+
+// mustRender renders or fails t.
+func mustRender(t testing.TB, release, namespace string, values map[string]any) *rendered {
+	t.Helper()
+	r, err := render(release, namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// find returns the objects of a kind.
+func (r *rendered) find(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.Objects {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// one returns the only object of a kind, or fails t.
+func (r *rendered) one(t testing.TB, kind string) *unstructured.Unstructured {
+	t.Helper()
+	objs := r.find(kind)
+	if len(objs) != 1 {
+		t.Fatalf("rendered %d objects of kind %s, want 1", len(objs), kind)
+	}
+	return objs[0]
+}
+
+// into converts an unstructured object into a typed one.
+func into[T any](t testing.TB, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &out, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return &out
+}
+
+func kinds(r *rendered) []string {
+	var out []string
+	for _, o := range r.Objects {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+const exampleQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat"
+
+// The chart renders for both modes, with the pod settings the issue asks for.
+func TestChartModes(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+		check  func(t *testing.T, r *rendered)
+	}{
+		{
+			name:   "queue mode by default: Deployment, PDB, leader election, no host network or port",
+			values: map[string]any{"queueURL": exampleQueue, "awsRegion": "us-east-1", "clusterName": "prod"},
+			check: func(t *testing.T, r *rendered) {
+				if len(r.find("DaemonSet")) != 0 {
+					t.Errorf("queue mode rendered a DaemonSet: %v", kinds(r))
+				}
+				d := into[appsv1.Deployment](t, r.one(t, "Deployment"))
+				if *d.Spec.Replicas != 2 {
+					t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
+				}
+				ps := d.Spec.Template.Spec
+				if ps.PriorityClassName != "system-cluster-critical" {
+					t.Errorf("priorityClassName = %q", ps.PriorityClassName)
+				}
+				if ps.HostNetwork {
+					t.Error("queue mode uses hostNetwork")
+				}
+				checkPodSecurity(t, ps)
+				for _, c := range ps.Containers {
+					for _, p := range c.Ports {
+						if p.HostPort != 0 {
+							t.Errorf("container %s has hostPort %d", c.Name, p.HostPort)
+						}
+					}
+				}
+				if ps.Affinity != nil && ps.Affinity.PodAntiAffinity != nil && len(ps.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+					t.Error("queue mode has a required pod anti-affinity")
+				}
+				if len(ps.TopologySpreadConstraints) != 2 {
+					t.Errorf("topology spread constraints = %d, want zone and hostname", len(ps.TopologySpreadConstraints))
+				}
+				for _, c := range ps.TopologySpreadConstraints {
+					if c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+						t.Errorf("spread over %s is %s, want ScheduleAnyway (preferred)", c.TopologyKey, c.WhenUnsatisfiable)
+					}
+				}
+				s := d.Spec.Strategy
+				if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate.MaxSurge.IntValue() != 1 || s.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+					t.Errorf("strategy = %+v, want RollingUpdate maxSurge 1 maxUnavailable 0", s)
+				}
+				args := ps.Containers[0].Args
+				for _, want := range []string{"run", "--mode=queue", "--queue-url=" + exampleQueue, "--region=us-east-1", "--cluster-name=prod",
+					"--leader-elect=true", "--lease-name=lb-lifeboat", "--lease-duration=15s", "--listen=:8080"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %q lack %q", args, want)
+					}
+				}
+				checkDownwardEnv(t, ps.Containers[0].Env, map[string]string{"LIFEBOAT_POD_NAME": "metadata.name", "LIFEBOAT_POD_NAMESPACE": "metadata.namespace"})
+				pdb := r.one(t, "PodDisruptionBudget")
+				if mu, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(mu) != "1" {
+					t.Errorf("PDB maxUnavailable = %v, want 1", mu)
+				}
+				roles := names(r.find("Role"))
+				if !slices.Contains(roles, "lb-lifeboat-leader-election") {
+					t.Errorf("no leader-election Role: %v", roles)
+				}
+			},
+		},
+		{
+			name:   "imds mode: DaemonSet tolerating everything, node name from the downward API, no host network by default",
+			values: map[string]any{"mode": "imds"},
+			check: func(t *testing.T, r *rendered) {
+				if len(r.find("Deployment")) != 0 || len(r.find("PodDisruptionBudget")) != 0 {
+					t.Errorf("imds mode rendered queue objects: %v", kinds(r))
+				}
+				ds := into[appsv1.DaemonSet](t, r.one(t, "DaemonSet"))
+				ps := ds.Spec.Template.Spec
+				if ps.PriorityClassName != "system-node-critical" {
+					t.Errorf("priorityClassName = %q", ps.PriorityClassName)
+				}
+				if ps.HostNetwork {
+					t.Error("hostNetwork is on by default")
+				}
+				if !slices.ContainsFunc(ps.Tolerations, func(tol corev1.Toleration) bool {
+					return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == ""
+				}) {
+					t.Errorf("tolerations %v do not tolerate everything", ps.Tolerations)
+				}
+				checkPodSecurity(t, ps)
+				checkDownwardEnv(t, ps.Containers[0].Env, map[string]string{"LIFEBOAT_POD_NAME": "metadata.name", "LIFEBOAT_POD_NAMESPACE": "metadata.namespace", "LIFEBOAT_NODE_NAME": "spec.nodeName"})
+				args := ps.Containers[0].Args
+				for _, a := range args {
+					if strings.HasPrefix(a, "--leader-elect") || strings.HasPrefix(a, "--queue-url") || strings.HasPrefix(a, "--lease") {
+						t.Errorf("imds mode passes queue-mode flag %q", a)
+					}
+				}
+				if !slices.Contains(args, "--mode=imds") {
+					t.Errorf("args %q lack --mode=imds", args)
+				}
+				if slices.Contains(names(r.find("Role")), "lb-lifeboat-leader-election") {
+					t.Error("imds mode grants leases")
+				}
+			},
+		},
+		{
+			name:   "imds mode with host network for an IMDS hop limit of 1",
+			values: map[string]any{"mode": "imds", "useHostNetwork": true},
+			check: func(t *testing.T, r *rendered) {
+				ps := into[appsv1.DaemonSet](t, r.one(t, "DaemonSet")).Spec.Template.Spec
+				if !ps.HostNetwork || ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+					t.Errorf("hostNetwork %v dnsPolicy %q, want true ClusterFirstWithHostNet", ps.HostNetwork, ps.DNSPolicy)
+				}
+			},
+		},
+		{
+			name: "NTH value names: IMDS DaemonSet",
+			values: map[string]any{"enableSqsTerminationDraining": false, "daemonsetPriorityClassName": "node-critical-custom", "instanceMetadataURL": "http://127.0.0.1:1338",
+				"jsonLogging": false, "logLevel": "debug", "dryRun": true, "cordonOnly": true, "daemonsetNodeSelector": map[string]any{"lifecycle": "Ec2Spot"}},
+			check: func(t *testing.T, r *rendered) {
+				ps := into[appsv1.DaemonSet](t, r.one(t, "DaemonSet")).Spec.Template.Spec
+				if ps.PriorityClassName != "node-critical-custom" || ps.NodeSelector["lifecycle"] != "Ec2Spot" {
+					t.Errorf("priorityClassName %q nodeSelector %v", ps.PriorityClassName, ps.NodeSelector)
+				}
+				args := ps.Containers[0].Args
+				for _, want := range []string{"--mode=imds", "--imds-endpoint=http://127.0.0.1:1338", "--log-format=text", "--log-level=debug", "--dry-run=true", "--drain-on="} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %q lack %q", args, want)
+					}
+				}
+			},
+		},
+		{
+			name: "NTH value names: queue Deployment",
+			values: map[string]any{"enableSqsTerminationDraining": true, "queueURL": exampleQueue, "awsRegion": "eu-west-1", "replicas": 3, "workers": 4,
+				"deleteSqsMsgIfNodeNotFound": true, "enableRebalanceDraining": true, "heartbeatInterval": 30, "jsonLogging": true,
+				"serviceAccount":      map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/lifeboat"}},
+				"podDisruptionBudget": map[string]any{"minAvailable": 1}, "priorityClassName": "custom"},
+			check: func(t *testing.T, r *rendered) {
+				d := into[appsv1.Deployment](t, r.one(t, "Deployment"))
+				if *d.Spec.Replicas != 3 || d.Spec.Template.Spec.PriorityClassName != "custom" {
+					t.Errorf("replicas %d priorityClassName %q", *d.Spec.Replicas, d.Spec.Template.Spec.PriorityClassName)
+				}
+				args := d.Spec.Template.Spec.Containers[0].Args
+				for _, want := range []string{"--mode=queue", "--region=eu-west-1", "--workers=4", "--unknown-instance=delete", "--heartbeat-interval=30s", "--log-format=json",
+					"--drain-on=spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate,rebalance-recommendation"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("args %q lack %q", args, want)
+					}
+				}
+				sa := r.one(t, "ServiceAccount")
+				if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] == "" {
+					t.Error("IRSA annotation missing on the ServiceAccount")
+				}
+			},
+		},
+		{
+			name:   "force delete at deadline grants pods delete, and only then",
+			values: map[string]any{"queueURL": exampleQueue, "forceDeleteAtDeadline": true},
+			check: func(t *testing.T, r *rendered) {
+				cr := into[rbacv1.ClusterRole](t, r.one(t, "ClusterRole"))
+				if !grants(cr.Rules, "", "pods", "delete") {
+					t.Errorf("ClusterRole %v does not grant pods delete", cr.Rules)
+				}
+				args := into[appsv1.Deployment](t, r.one(t, "Deployment")).Spec.Template.Spec.Containers[0].Args
+				if !slices.Contains(args, "--force-delete-at-deadline=true") {
+					t.Errorf("args %q lack --force-delete-at-deadline=true", args)
+				}
+				def := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue})
+				if grants(into[rbacv1.ClusterRole](t, def.one(t, "ClusterRole")).Rules, "", "pods", "delete") {
+					t.Error("pods delete granted without forceDeleteAtDeadline")
+				}
+			},
+		},
+		{
+			name:   "no PDB, no spreading, leader election off",
+			values: map[string]any{"queueURL": exampleQueue, "podDisruptionBudget": nil, "topologySpreadConstraints": []any{}, "leaderElection": map[string]any{"enabled": false}, "replicas": 1},
+			check: func(t *testing.T, r *rendered) {
+				if len(r.find("PodDisruptionBudget")) != 0 {
+					t.Error("PDB rendered with podDisruptionBudget null")
+				}
+				ps := into[appsv1.Deployment](t, r.one(t, "Deployment")).Spec.Template.Spec
+				if len(ps.TopologySpreadConstraints) != 0 {
+					t.Errorf("spread constraints with []: %v", ps.TopologySpreadConstraints)
+				}
+				if !slices.Contains(ps.Containers[0].Args, "--leader-elect=false") {
+					t.Errorf("args %q lack --leader-elect=false", ps.Containers[0].Args)
+				}
+				if slices.Contains(names(r.find("Role")), "lb-lifeboat-leader-election") {
+					t.Error("leases granted without leader election")
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, mustRender(t, "lb", "lifeboat", tt.values))
+		})
+	}
+}
+
+// Invalid or contradictory values are refused at install time, never
+// rendered into a crash-looping pod or silently ignored.
+func TestChartRefuses(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"queue mode without queue", map[string]any{}, "queueURL is required in queue mode"},
+		{"unknown value (an NTH value lifeboat does not support)", map[string]any{"queueURL": exampleQueue, "taintNode": true}, "taintNode"},
+		{"unknown mode", map[string]any{"mode": "lambda"}, "mode"},
+		{"contradicting mode names", map[string]any{"mode": "imds", "enableSqsTerminationDraining": true}, "mode=imds contradicts enableSqsTerminationDraining=true"},
+		{"queue option in imds mode", map[string]any{"mode": "imds", "queueURL": exampleQueue}, "queueURL applies only in queue mode"},
+		{"lifecycle option in imds mode", map[string]any{"mode": "imds", "heartbeatInterval": 30}, "heartbeatInterval applies only in queue mode"},
+		{"bad duration", map[string]any{"queueURL": exampleQueue, "deadlineMargin": "five seconds"}, "deadlineMargin"},
+		{"bad drain kind", map[string]any{"queueURL": exampleQueue, "drainOn": []any{"spot"}}, "drainOn"},
+		{"cordon only with drainOn", map[string]any{"queueURL": exampleQueue, "cordonOnly": true, "drainOn": []any{"spot-interruption"}}, "cordonOnly=true drains nothing"},
+		{"contradicting log format", map[string]any{"queueURL": exampleQueue, "logFormat": "text", "jsonLogging": true}, "logFormat=text contradicts jsonLogging=true"},
+		{"bad lifecycle result", map[string]any{"queueURL": exampleQueue, "lifecycleTimeoutResult": "continue"}, "lifecycleTimeoutResult"},
+		{"queue URL that is not a URL", map[string]any{"queueURL": "lifeboat-queue"}, "queueURL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := render("lb", "lifeboat", tt.values)
+			if err == nil {
+				t.Fatal("rendered; want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func checkPodSecurity(t *testing.T, ps corev1.PodSpec) {
+	t.Helper()
+	psc := ps.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", psc)
+	}
+	if psc != nil && (psc.RunAsUser == nil || *psc.RunAsUser == 0) {
+		t.Error("pod runs as uid 0")
+	}
+	for _, c := range ps.Containers {
+		sc := c.SecurityContext
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || (sc.Privileged != nil && *sc.Privileged) {
+			t.Errorf("container %s securityContext %+v: want read-only root, no privilege escalation, capabilities dropped", c.Name, sc)
+		}
+		if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+			c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("container %s probes: want /healthz and /readyz", c.Name)
+		}
+	}
+}
+
+func checkDownwardEnv(t *testing.T, env []corev1.EnvVar, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			got[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("env %s from %q, want the downward API's %s", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("downward env %v, want exactly %v", got, want)
+	}
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetName())
+	}
+	return out
+}
+
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
