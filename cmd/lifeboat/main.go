@@ -17,6 +17,8 @@ const usage = `usage: lifeboat <command> [flags]
 
 commands:
   run       handle interruptions (queue or imds mode; see docs/configuration.md)
+  check     verify queue, rules, lifecycle hooks and permissions with run's flags:
+            lifeboat check [--output table|json] [--timeout 1m] RUN-FLAGS...
   replay    print what lifeboat makes of saved messages: lifeboat replay FILE|DIR...
   version   print the version and build information
 `
@@ -49,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "run":
 		return runHandler(ctx, args[1:], getenv, stderr)
+	case "check":
+		return checkCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "replay":
 		return replay(args[1:], stdout)
 	case "version", "--version":
