@@ -15,8 +15,8 @@ import (
 
 // access is one thing lifeboat does in Kubernetes.
 type access struct {
-	verb, group, resource, subresource, namespace string
-	why                                           string
+	verb, group, resource, subresource, namespace, name string
+	why                                                 string
 }
 
 func (a access) String() string {
@@ -28,6 +28,9 @@ func (a access) String() string {
 		res = a.group + " " + res
 	}
 	s := a.verb + " " + res
+	if a.name != "" {
+		s += " " + a.name
+	}
 	if a.namespace != "" {
 		s += " in " + a.namespace
 	}
@@ -44,7 +47,11 @@ func (a access) rbacRule() string {
 	if a.namespace != "" {
 		kind = "Role in " + a.namespace
 	}
-	return fmt.Sprintf(`%s rule {apiGroups: [%q], resources: [%q], verbs: [%q]}`, kind, a.group, res, a.verb)
+	names := ""
+	if a.name != "" {
+		names = fmt.Sprintf(", resourceNames: [%q]", a.name)
+	}
+	return fmt.Sprintf(`%s rule {apiGroups: [%q], resources: [%q]%s, verbs: [%q]}`, kind, a.group, res, names, a.verb)
 }
 
 // accesses lists what lifeboat does in Kubernetes with cfg.
@@ -65,8 +72,14 @@ func accesses(cfg config.Config) []access {
 		out = append(out, access{verb: v, resource: "events", namespace: metav1.NamespaceDefault, why: "Kubernetes Events on nodes"})
 	}
 	if cfg.Mode == config.ModeQueue && cfg.LeaderElect {
+		// Only lifeboat's Lease is read and renewed; creating cannot be
+		// limited to a name.
 		for _, v := range []string{"get", "create", "update"} {
-			out = append(out, access{verb: v, group: "coordination.k8s.io", resource: "leases", namespace: cfg.LeaseNamespace, why: "leader election"})
+			a := access{verb: v, group: "coordination.k8s.io", resource: "leases", namespace: cfg.LeaseNamespace, why: "leader election"}
+			if v != "create" {
+				a.name = cfg.LeaseName
+			}
+			out = append(out, a)
 		}
 	}
 	return out
@@ -104,7 +117,7 @@ func (r *run) kubernetes(ctx context.Context) {
 	for _, a := range accesses(r.cfg) {
 		sar := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource,
-				Subresource: a.subresource, Namespace: a.namespace},
+				Subresource: a.subresource, Namespace: a.namespace, Name: a.name},
 		}}
 		res, err := r.c.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		switch {
@@ -139,7 +152,7 @@ func extraAccess(cfg config.Config) string {
 		s += ", pods delete"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.LeaderElect {
-		s += ", leases get/create/update in " + cfg.LeaseNamespace
+		s += ", create leases and get/update lease " + cfg.LeaseName + " in " + cfg.LeaseNamespace
 	}
 	return s
 }

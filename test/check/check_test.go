@@ -171,7 +171,7 @@ func TestCheckBroken(t *testing.T) {
 		{
 			name: "lease permission missing",
 			opts: worldOptions{omit: "update leases"},
-			want: map[string][2]string{"kubernetes permissions": {"fail", "DENIED: update coordination.k8s.io leases in"}},
+			want: map[string][2]string{"kubernetes permissions": {"fail", "DENIED: update coordination.k8s.io leases lifeboat in"}},
 		},
 	}
 	for _, tt := range tests {

@@ -56,14 +56,20 @@ type worldOptions struct {
 	omit string
 }
 
-// rbacRules are the permissions lifeboat needs (as the Helm chart grants them).
-var rbacRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
-	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-}
+// clusterRules and leaseRules are the permissions lifeboat needs, as the
+// Helm chart grants them (deploy/helm/lifeboat/templates/rbac.yaml).
+var (
+	clusterRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+	leaseRules = []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"lifeboat"}, Verbs: []string{"get", "update"}},
+	}
+)
 
 func newWorld(t *testing.T, o worldOptions) *world {
 	t.Helper()
@@ -133,25 +139,47 @@ func (w *world) serviceAccount(name, omit string) {
 	if _, err := kube.Client.CoreV1().ServiceAccounts(w.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
-	var rules []rbacv1.PolicyRule
-	for _, r := range rbacRules {
-		r := *r.DeepCopy()
+	without := func(rules []rbacv1.PolicyRule) []rbacv1.PolicyRule {
+		var out []rbacv1.PolicyRule
 		verb, res, _ := strings.Cut(omit, " ")
-		if slices.Contains(r.Resources, res) {
-			r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
+		for _, r := range rules {
+			r := *r.DeepCopy()
+			if slices.Contains(r.Resources, res) {
+				r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
+			}
+			if len(r.Verbs) > 0 {
+				out = append(out, r)
+			}
 		}
-		if len(r.Verbs) > 0 {
-			rules = append(rules, r)
-		}
+		return out
 	}
 	role := w.ns + "-" + name
-	if _, err := kube.Client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
+	ref := func(kind string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: kind, Name: role}
 	}
-	if _, err := kube.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: w.ns}}}, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: w.ns}}
+	rbac := kube.Client.RbacV1()
+	for _, err := range []error{
+		func() error {
+			_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: without(clusterRules)}, metav1.CreateOptions{})
+			return err
+		}(),
+		func() error {
+			_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role}, RoleRef: ref("ClusterRole"), Subjects: subjects}, metav1.CreateOptions{})
+			return err
+		}(),
+		func() error {
+			_, err := rbac.Roles(w.ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: without(leaseRules)}, metav1.CreateOptions{})
+			return err
+		}(),
+		func() error {
+			_, err := rbac.RoleBindings(w.ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role}, RoleRef: ref("Role"), Subjects: subjects}, metav1.CreateOptions{})
+			return err
+		}(),
+	} {
+		if err != nil {
+			w.t.Fatal(err)
+		}
 	}
 	w.t.Cleanup(func() {
 		ctx := context.Background()
