@@ -94,6 +94,16 @@ type Config struct {
 	LogFormat      string
 	LogLevel       string
 
+	// Webhooks (notifications when an interruption is received and finished).
+	// WebhookURL and WebhookHeaders are secrets: never log them.
+	WebhookURL          Secret
+	WebhookURLFile      string
+	WebhookTemplate     string
+	WebhookHeaders      Secret
+	WebhookHeadersFile  string
+	WebhookProxy        string
+	WebhookDedupeWindow time.Duration
+
 	// Warnings are problems that do not stop lifeboat, for the caller to
 	// log: deprecated aws-node-termination-handler environment variables
 	// that were read as aliases, or that have no effect.
@@ -228,6 +238,20 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.LogFormat })},
 	{name: "log-level", def: "info", usage: "debug, info, warn or error",
 		bind: strOpt(func(c *Config) *string { return &c.LogLevel })},
+	{name: "webhook-url", usage: "webhook that is told when an interruption is received and when it is finished; a secret: prefer LIFEBOAT_WEBHOOK_URL from a Secret or --webhook-url-file; empty disables webhooks",
+		bind: funcOpt(func(c *Config, v string) error { c.WebhookURL = Secret(v); return nil })},
+	{name: "webhook-url-file", usage: "file holding the webhook URL (a mounted Secret)",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookURLFile })},
+	{name: "webhook-template", def: "slack", usage: "body of webhook requests: slack, teams (Workflows, Adaptive Card), json (the notification itself) or the path of a Go text/template file rendering JSON from a notification",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookTemplate })},
+	{name: "webhook-headers", usage: "extra HTTP headers of webhook requests, one \"Name: value\" a line (a secret: prefer LIFEBOAT_WEBHOOK_HEADERS from a Secret or --webhook-headers-file)",
+		bind: funcOpt(func(c *Config, v string) error { c.WebhookHeaders = Secret(v); return nil })},
+	{name: "webhook-headers-file", usage: "file of extra HTTP headers of webhook requests, one \"Name: value\" a line (a mounted Secret)",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookHeadersFile })},
+	{name: "webhook-proxy", usage: "HTTP(S) proxy for webhook requests; empty means HTTPS_PROXY, HTTP_PROXY and NO_PROXY",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookProxy })},
+	{name: "webhook-dedupe-window", def: "30m", usage: "a node's notification of one phase (received, finished) is sent at most once in this window, however many signals arrive",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.WebhookDedupeWindow })},
 }
 
 // EnvName is the environment variable that backs a flag: --queue-url -> LIFEBOAT_QUEUE_URL.
@@ -357,6 +381,7 @@ func (c *Config) validate(set map[string]bool) []error {
 	if c.KubeQPS <= 0 || c.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-qps %v and --kube-burst %d must be positive", c.KubeQPS, c.KubeBurst))
 	}
+	errs = append(errs, c.validateWebhook()...)
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("--log-format %q: must be json or text", c.LogFormat))
 	}
@@ -430,4 +455,39 @@ func joinModes(ms []Mode) string {
 		s[i] = string(m)
 	}
 	return strings.Join(s, ", ")
+}
+
+// Secret is a configuration value that must never be printed: it formats
+// as [redacted].
+type Secret string
+
+func (Secret) String() string   { return "[redacted]" }
+func (Secret) GoString() string { return "[redacted]" }
+
+// Webhooks reports whether a webhook is configured.
+func (c Config) Webhooks() bool { return c.WebhookURL != "" || c.WebhookURLFile != "" }
+
+// validateWebhook checks the webhook options without echoing secrets.
+func (c *Config) validateWebhook() []error {
+	var errs []error
+	if c.WebhookURL != "" && c.WebhookURLFile != "" {
+		errs = append(errs, errors.New("--webhook-url and --webhook-url-file are exclusive"))
+	}
+	if c.WebhookHeaders != "" && c.WebhookHeadersFile != "" {
+		errs = append(errs, errors.New("--webhook-headers and --webhook-headers-file are exclusive"))
+	}
+	if c.WebhookURL != "" {
+		if u, err := url.Parse(string(c.WebhookURL)); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("--webhook-url is not an http(s) URL (value not shown: it is a secret)"))
+		}
+	}
+	if c.WebhookProxy != "" {
+		if u, err := url.Parse(c.WebhookProxy); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, errors.New("--webhook-proxy is not an http(s) URL"))
+		}
+	}
+	if c.WebhookDedupeWindow < time.Minute {
+		errs = append(errs, fmt.Errorf("--webhook-dedupe-window %s: must be at least 1m", c.WebhookDedupeWindow))
+	}
+	return errs
 }
