@@ -107,13 +107,15 @@ func instanceRunning(ctx context.Context, inst awssim.Instance) {
 	if inst.InWarmPool {
 		return
 	}
-	_, err := kube.CreateNode(ctx, testenv.NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
-		Labels: map[string]string{"deploy.lifeboat.io/group": inst.GroupName}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		fmt.Fprintf(os.Stderr, "creating node for %s: %v\n", inst.ID, err)
-		return
-	}
-	instanceNodes.Store(inst.ID, inst.PrivateDNSName)
+	go func() { // a node's boot must not hold up the simulator's callbacks
+		_, err := kube.CreateNode(ctx, testenv.NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
+			Labels: map[string]string{"deploy.lifeboat.io/group": inst.GroupName}})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			fmt.Fprintf(os.Stderr, "creating node for %s: %v\n", inst.ID, err)
+			return
+		}
+		instanceNodes.Store(inst.ID, inst.PrivateDNSName)
+	}()
 }
 
 func nodeOf(instanceID string) string {

@@ -1,0 +1,385 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"lifeboat.dev/lifeboat/test/awssim"
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// rbacValues are the chart values of the least-privilege test: every
+// optional permission on (force delete), times short enough for a test.
+var rbacValues = map[string]any{
+	"forceDeleteAtDeadline": true,
+	"deadlineMargin":        "1s",
+	"evictionBackoff":       "500ms",
+	"leaderElection":        map[string]any{"enabled": true, "leaseDuration": "5s"},
+}
+
+// grant is one verb on one resource in one of the chart's roles: the unit
+// the least-privilege test removes.
+type grant struct {
+	role     string // "ClusterRole", "Role default" (events) or "Role release" (leases)
+	group    string
+	resource string
+	verb     string
+	named    bool // restricted to resourceNames
+}
+
+func (g grant) String() string {
+	s := g.resource + " " + g.verb
+	if g.group != "" {
+		s = g.group + "/" + s
+	}
+	if g.named {
+		s += " (by name)"
+	}
+	return s + " in " + g.role
+}
+
+// grants lists every grant of the rendered roles, sorted.
+func grantsOf(t testing.TB, r *rendered, releaseNS string) []grant {
+	t.Helper()
+	var out []grant
+	for _, o := range r.Objects {
+		var rules []rbacv1.PolicyRule
+		role := ""
+		switch o.GetKind() {
+		case "ClusterRole":
+			rules, role = into[rbacv1.ClusterRole](t, o).Rules, "ClusterRole"
+		case "Role":
+			rules, role = into[rbacv1.Role](t, o).Rules, "Role default"
+			if o.GetNamespace() == releaseNS {
+				role = "Role release"
+			}
+		default:
+			continue
+		}
+		for _, ru := range rules {
+			for _, g := range ru.APIGroups {
+				for _, res := range ru.Resources {
+					for _, v := range ru.Verbs {
+						out = append(out, grant{role: role, group: g, resource: res, verb: v, named: len(ru.ResourceNames) > 0})
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// without returns the RBAC objects with one grant removed; the role that
+// held it is rewritten with one rule per remaining grant (the same
+// permissions otherwise).
+func without(t testing.TB, objs []*unstructured.Unstructured, releaseNS string, drop grant) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	removed := false
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			out = append(out, o)
+			continue
+		}
+		single := &rendered{Objects: []*unstructured.Unstructured{o}}
+		gs := grantsOf(t, single, releaseNS)
+		if !slices.Contains(gs, drop) {
+			out = append(out, o)
+			continue
+		}
+		var names []string
+		if o.GetKind() == "Role" {
+			for _, ru := range into[rbacv1.Role](t, o).Rules {
+				if len(ru.ResourceNames) > 0 {
+					names = ru.ResourceNames
+				}
+			}
+		}
+		var rules []rbacv1.PolicyRule
+		for _, g := range gs {
+			if g == drop {
+				removed = true
+				continue
+			}
+			ru := rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}}
+			if g.named {
+				ru.ResourceNames = names
+			}
+			rules = append(rules, ru)
+		}
+		c := o.DeepCopy()
+		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}{rules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Object["rules"] = raw["rules"]
+		out = append(out, c)
+	}
+	if !removed {
+		t.Fatalf("grant %s not found", drop)
+	}
+	return out
+}
+
+// The chart's RBAC is exactly what lifeboat uses. With the rendered
+// ServiceAccount, roles and bindings, the real binary (run with the
+// Deployment's rendered arguments and a token of that ServiceAccount) goes
+// through a full queue-mode scenario: a terminate lifecycle action with
+// heartbeats, a Spot interruption whose PDB-guarded pod is force-deleted at
+// the deadline, a repeated interruption. With any one grant removed, the
+// same scenario fails: no grant is unused.
+func TestRBACLeastPrivilege(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	base := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue, "forceDeleteAtDeadline": true})
+	all := grantsOf(t, base, "lifeboat")
+	var got []string
+	for _, g := range all {
+		got = append(got, g.String())
+	}
+	want := []string{
+		"coordination.k8s.io/leases create in Role release",
+		"coordination.k8s.io/leases get (by name) in Role release",
+		"coordination.k8s.io/leases update (by name) in Role release",
+		"events create in Role default",
+		"events patch in Role default",
+		"nodes get in ClusterRole",
+		"nodes list in ClusterRole",
+		"nodes patch in ClusterRole",
+		"nodes update in ClusterRole",
+		"nodes watch in ClusterRole",
+		"pods delete in ClusterRole",
+		"pods list in ClusterRole",
+		"pods watch in ClusterRole",
+		"pods/eviction create in ClusterRole",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("the chart grants (-want +got):\n%s", d)
+	}
+
+	variants := []*grant{nil}
+	for i := range all {
+		variants = append(variants, &all[i])
+	}
+	// t.Run from several goroutines: the scenarios run at once whatever
+	// -parallel is; each has its own release, queue, bus, group and nodes.
+	// Every lifeboat resumes the work recorded on any node of the cluster
+	// when it becomes leader, as it must (one lifeboat per cluster): so all
+	// of them start, and become leader or fail, before any node is touched.
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	started.Add(len(variants))
+	for _, drop := range variants {
+		name := "all grants"
+		if drop != nil {
+			name = "without " + drop.String()
+		}
+		wg.Go(func() {
+			t.Run(name, func(t *testing.T) {
+				start := time.Now()
+				var once sync.Once
+				ready := func() { once.Do(started.Done) }
+				defer ready()
+				err := rbacScenario(ctx, t, drop, func() { ready(); started.Wait() })
+				switch {
+				case drop == nil && err != nil:
+					t.Fatalf("with the chart's RBAC: %v", err)
+				case drop == nil:
+					t.Logf("scenario passed in %v", time.Since(start).Round(time.Millisecond))
+				case err == nil:
+					t.Errorf("the scenario succeeded without %s: the chart grants it but lifeboat does not need it", drop)
+				default:
+					t.Logf("fails as it must after %v: %v", time.Since(start).Round(time.Millisecond), err)
+				}
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// rbacScenario runs the full scenario with the chart's RBAC less drop, and
+// returns the first expectation that failed.
+//
+// barrier is called once lifeboat leads (or failed to) and returns when
+// every scenario running at once is there.
+func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
+	w, err := newWorld(t, ctx, rbacValues)
+	if err != nil {
+		return setupErr(t, err)
+	}
+	objs := w.rbacObjects()
+	if drop != nil {
+		objs = without(t, objs, w.ns, *drop)
+	}
+	applyForTest(t, objs)
+
+	// The world: a group of one instance (node1) with a terminate hook of
+	// 2 s heartbeat timeout; a node2 for a Spot instance; a pod on each,
+	// node2's guarded by a PDB that never allows its eviction.
+	group, ids, err := w.createGroup(1)
+	if err != nil {
+		return setupErr(t, err)
+	}
+	node1 := nodeOf(ids[0])
+	if err := w.putHook(group, 2); err != nil {
+		return setupErr(t, err)
+	}
+	spotID := testenv.RandomInstanceID()
+	n2 := kube.Node(t, testenv.NodeSpec{InstanceID: spotID})
+	node2 := n2.Name
+	pod1, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node1, Grace: 30 * time.Second, ShutdownAfter: 3 * time.Second})
+	if err != nil {
+		return setupErr(t, err)
+	}
+	pod2, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node2, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	if err != nil {
+		return setupErr(t, err)
+	}
+	one := intstr.FromInt32(1)
+	if _, err := kube.CreatePDB(ctx, testenv.PDBSpec{Namespace: w.ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
+		return setupErr(t, err)
+	}
+
+	// lifeboat talks to the API server through a proxy that plays a
+	// concurrent writer: right before lifeboat's first update of a node, it
+	// changes the node (as another controller may), so that update answers
+	// 409 Conflict and lifeboat must read the node again.
+	kp := startProxy(t, kube.URL, kubeTransport(), true)
+	var bumped sync.Map
+	kp.setBefore(func(r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/")
+		if r.Method != http.MethodPut || !ok || strings.Contains(name, "/") {
+			return
+		}
+		if _, done := bumped.LoadOrStore(name, true); done {
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"deploy.lifeboat.io/concurrent-writer":"%d"}}}`, time.Now().UnixNano())
+		if _, err := kube.Client.CoreV1().Nodes().Patch(r.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Errorf("concurrent write to node %s: %v", name, err)
+		}
+	})
+	kubeconfig, err := w.kubeconfig(kp.URL, kp.CA)
+	if err != nil {
+		return setupErr(t, err)
+	}
+	p, err := w.startLifeboat(lifeboatOptions{name: w.release + "-0", kubeconfig: kubeconfig, endpoints: endpoints(moto.Endpoint, sim.Endpoint())})
+	if err != nil {
+		return err // a start refused by RBAC is a failure of the scenario
+	}
+	until := func(d time.Duration, what string, cond func() (bool, error)) error {
+		return eventually(ctx, d, what, func() (bool, error) {
+			if err := p.healthy(); err != nil {
+				return false, err
+			}
+			return cond()
+		})
+	}
+	leaseName := w.container().Args[slices.IndexFunc(w.container().Args, func(a string) bool { return strings.HasPrefix(a, "--lease-name=") })][len("--lease-name="):]
+	if err := until(15*time.Second, "lifeboat to hold the Lease", func() (bool, error) {
+		l, err := kube.Client.CoordinationV1().Leases(w.ns).Get(ctx, leaseName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == p.name, err
+	}); err != nil {
+		return err
+	}
+	barrier()
+
+	// A Spot interruption whose deadline is 8 s away, and a scale-in.
+	if err := w.putSpot(spotID, time.Now().Add(-112*time.Second)); err != nil {
+		return setupErr(t, err)
+	}
+	if err := w.scaleTo(group, 0); err != nil {
+		return setupErr(t, err)
+	}
+	var a awssim.Action
+	if err := until(30*time.Second, "the terminate lifecycle action to end", func() (bool, error) {
+		var ok bool
+		a, ok = action(ids[0], terminating)
+		return ok && !a.Active(), nil
+	}); err != nil {
+		return err
+	}
+	if a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1 || a.Heartbeats < 1 {
+		return fmt.Errorf("terminate action ended by %s with %q after %d heartbeats and %d completions; want one CompleteLifecycleAction CONTINUE after heartbeats",
+			a.CompletedBy, a.Result, a.Heartbeats, a.Completions)
+	}
+	drained := func(node, pod string) func() (bool, error) {
+		return func() (bool, error) {
+			n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			_, err = kube.Client.CoreV1().Pods(w.ns).Get(ctx, pod, metav1.GetOptions{})
+			gone := apierrors.IsNotFound(err)
+			return n.Spec.Unschedulable && gone && n.Annotations["lifeboat.io/drained"] != "", nil
+		}
+	}
+	if err := until(10*time.Second, "node1 cordoned, its pod evicted and the node marked drained", drained(node1, pod1.Name)); err != nil {
+		return err
+	}
+	if err := until(20*time.Second, "node2's PDB-guarded pod force-deleted at the deadline and the node marked drained", drained(node2, pod2.Name)); err != nil {
+		return err
+	}
+	// The same interruption announced again: a second work on the node,
+	// whose Cordoned Event is the first one counted again (events patch).
+	if err := w.putSpot(spotID, time.Now().Add(-100*time.Second)); err != nil {
+		return setupErr(t, err)
+	}
+	if err := until(15*time.Second, "two Cordoned events on node2", func() (bool, error) {
+		n, err := nodeEvents(ctx, node2, "Cordoned")
+		return n >= 2, err
+	}); err != nil {
+		return err
+	}
+	for _, e := range []struct{ node, reason string }{{node1, "Cordoned"}, {node1, "Drained"}, {node1, "LifecycleCompleted"}, {node2, "Drained"}} {
+		if err := until(5*time.Second, e.reason+" event on "+e.node, func() (bool, error) {
+			n, err := nodeEvents(ctx, e.node, e.reason)
+			return n >= 1, err
+		}); err != nil {
+			return err
+		}
+	}
+	if err := until(20*time.Second, "the queue to be empty", w.queueEmpty); err != nil {
+		return err
+	}
+	conflicts := 0
+	for _, c := range kp.snapshot() {
+		if c.method == http.MethodPut && strings.HasPrefix(c.path, "/api/v1/nodes/") && c.status == http.StatusConflict {
+			conflicts++
+		}
+	}
+	if conflicts == 0 {
+		t.Errorf("no node update answered 409 Conflict: the scenario did not exercise the concurrent writer")
+	}
+	return p.healthy()
+}
+
+// setupErr fails the test: a scenario must fail because of lifeboat, never
+// because its world could not be built.
+func setupErr(t *testing.T, err error) error {
+	t.Helper()
+	t.Fatalf("setting up the scenario: %v", err)
+	return err
+}
