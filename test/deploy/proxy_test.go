@@ -20,11 +20,11 @@ import (
 
 // call is one request a lifeboat process made through a proxy.
 type call struct {
-	at     time.Time // when the request arrived
-	method string
-	path   string
-	action string // AWS API action (SQS X-Amz-Target, Auto Scaling Action), or ""
-	status int
+	at                time.Time // when the request arrived
+	method            string
+	path              string
+	action            string // AWS API action (SQS X-Amz-Target, Auto Scaling Action), or ""
+	status            int
 	reqBody, respBody []byte // AWS requests only
 }
 
