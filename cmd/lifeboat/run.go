@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,7 +16,6 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/asg"
@@ -73,7 +70,16 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"})
 
 	var ready readiness
+	ready.kubeProbe = apiProbe(kube)
+	ready.leader.gauge = m.Leader
 	g, ctx := errgroup.WithContext(ctx)
+	notifier, err := newNotifier(cfg, clk, log, m)
+	if err != nil {
+		return usageError{err}
+	}
+	if notifier != nil {
+		g.Go(func() error { return notifier.Run(ctx) })
+	}
 	if cfg.ListenAddr != "" {
 		srv, err := serve(cfg.ListenAddr, reg, &ready)
 		if err != nil {
@@ -134,6 +140,9 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 		deps := controller.Deps{Nodes: index, Drainer: drainer, Acker: source, Recorder: recorder, Metrics: m, Clock: clk, Log: log}
 		if lifecycle != nil {
 			deps.ASG = lifecycle
+		}
+		if notifier != nil {
+			deps.Notifier = notifier
 		}
 		ctrl := controller.New(deps, opts)
 		lead := func(ctx context.Context) error {
@@ -199,36 +208,16 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	var l *slog.Logger
 	if cfg.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		l = slog.New(slog.NewTextHandler(w, opts))
+	} else {
+		l = slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
-}
-
-// readiness is what /readyz reports.
-type readiness struct {
-	kube, source, leader atomic.Bool
-}
-
-func serve(addr string, reg *prometheus.Registry, ready *readiness) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// A standby replica is ready: it is healthy and waiting for the lease.
-		if !ready.kube.Load() || (ready.leader.Load() && !ready.source.Load()) {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }() // ends with Shutdown
-	return srv, nil
+	// client-go (leader election, the event broadcaster) logs through klog:
+	// send it to the same handler so that every line has one format.
+	klog.SetSlogLogger(l)
+	return l
 }
 
 // leaderElect runs lead while this replica holds the Lease. Losing the lease
