@@ -52,20 +52,20 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 		log.Warn("configuration warning", "detail", w)
 	}
 
-	kube, err := kubeClient(cfg)
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New()
 	if err := m.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	kube, eventsClient, err := kubeClients(cfg, m)
+	if err != nil {
+		return err
+	}
 	clk := clock.RealClock{}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"})
 
@@ -94,10 +94,13 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 	}
 
 	skipOwn := func(p *corev1.Pod) bool { return p.Name == cfg.PodName && p.Namespace == cfg.PodNamespace }
-	drainer := drain.New(kube, clk, log, drain.Options{
-		Backoff: cfg.EvictionBackoff, Margin: cfg.DeadlineMargin, ForceDeleteAtDeadline: cfg.ForceDeleteAtDeadline,
-		Skip: skipOwn, DryRun: cfg.DryRun,
-	})
+	// newDrainer makes the drainer; index (the node cache) saves a GET per cordon.
+	newDrainer := func(index *nodes.Index) *drain.Drainer {
+		return drain.New(kube, clk, log, drain.Options{
+			Backoff: cfg.EvictionBackoff, Margin: cfg.DeadlineMargin, ForceDeleteAtDeadline: cfg.ForceDeleteAtDeadline,
+			Skip: skipOwn, DryRun: cfg.DryRun, NodeCache: index.ByName,
+		})
+	}
 	policy := plan.Policy{DrainKinds: cfg.DrainKinds, ScheduledChangeLead: cfg.ScheduledChangeLead, CompleteLifecycle: cfg.CompleteLifecycle}
 
 	switch cfg.Mode {
@@ -137,7 +140,7 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 			ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
 			opts.Resolve = privateDNSResolver(ec2Client)
 		}
-		deps := controller.Deps{Nodes: index, Drainer: drainer, Acker: source, Recorder: recorder, Metrics: m, Clock: clk, Log: log}
+		deps := controller.Deps{Nodes: index, Drainer: newDrainer(index), Acker: source, Recorder: recorder, Metrics: m, Clock: clk, Log: log}
 		if lifecycle != nil {
 			deps.ASG = lifecycle
 		}
@@ -184,7 +187,31 @@ func setEndpoint(dst **string, url string) {
 	}
 }
 
-func kubeClient(cfg config.Config) (kubernetes.Interface, error) {
+// kubeClients returns lifeboat's Kubernetes client (QPS/burst from the
+// configuration, every request counted) and a separate client for
+// Kubernetes Events with its own, smaller rate limit, so that reporting
+// never delays a cordon or an eviction.
+func kubeClients(cfg config.Config, m *metrics.Metrics) (kubernetes.Interface, kubernetes.Interface, error) {
+	rc, err := restConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	events := rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
+	rc.Wrap(m.CountKubeRequests)
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	events.QPS, events.Burst = 20, 50
+	ev, err := kubernetes.NewForConfig(events)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes events client: %w", err)
+	}
+	return kube, ev, nil
+}
+
+func restConfig(cfg config.Config) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if cfg.Kubeconfig != "" {
@@ -195,13 +222,8 @@ func kubeClient(cfg config.Config) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	rc.UserAgent = "lifeboat/" + version
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
+	return rc, nil
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {

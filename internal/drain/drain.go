@@ -37,6 +37,9 @@ type Options struct {
 	// Parallel bounds concurrent evictions on one node.
 	Parallel int
 	DryRun   bool
+	// NodeCache returns the cached node (informer), so that cordoning needs
+	// no GET; nil: always read from the API server.
+	NodeCache func(name string) (*corev1.Node, bool)
 }
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
@@ -50,6 +53,7 @@ type Drainer struct {
 	skip     func(*corev1.Pod) bool
 	parallel int
 	dryRun   bool
+	cache    func(string) (*corev1.Node, bool)
 }
 
 // New returns a Drainer.
@@ -64,7 +68,7 @@ func New(client kubernetes.Interface, clk clock.WithTicker, log *slog.Logger, o 
 		o.Skip = func(*corev1.Pod) bool { return false }
 	}
 	return &Drainer{client: client, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
-		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun}
+		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache}
 }
 
 // Progress is reported while a drain runs.

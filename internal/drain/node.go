@@ -32,12 +32,13 @@ const (
 // whether anything changed. Conflicts are retried on a fresh read.
 func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error) {
 	changed := false
+	first := true
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := d.readNode(ctx, node, first)
+		first = false
 		if err != nil {
 			return err
 		}
-		n = n.DeepCopy()
 		changed = false
 		if !n.Spec.Unschedulable {
 			n.Spec.Unschedulable = true
@@ -73,12 +74,13 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 // lifeboat cordoned it. It reports whether anything changed.
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
 	changed := false
+	first := true
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := d.readNode(ctx, node, first)
+		first = false
 		if err != nil {
 			return err
 		}
-		n = n.DeepCopy()
 		changed = false
 		if n.Annotations[AnnotationCordoned] == "true" {
 			n.Spec.Unschedulable = false
@@ -133,4 +135,21 @@ func setAnnotation(n *corev1.Node, k, v string) {
 		n.Annotations = map[string]string{}
 	}
 	n.Annotations[k] = v
+}
+
+// readNode returns a copy of the node to modify. The first attempt of an
+// update uses the informer cache when there is one (no GET: the update's
+// resourceVersion makes it safe, a stale copy answers 409 Conflict); retries
+// read the node from the API server.
+func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev1.Node, error) {
+	if first && d.cache != nil {
+		if n, ok := d.cache(node); ok {
+			return n.DeepCopy(), nil
+		}
+	}
+	n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return n.DeepCopy(), nil
 }

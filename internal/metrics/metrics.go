@@ -25,6 +25,7 @@ type Metrics struct {
 	Leader           prometheus.Gauge
 	Notifications    *prometheus.CounterVec // result
 	NotifyRetries    prometheus.Counter
+	KubeRequests     *prometheus.CounterVec // verb, resource
 }
 
 // New returns fresh collectors.
@@ -55,6 +56,8 @@ func New() *Metrics {
 			Help: "Failed SQS receives."}),
 		NodesInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_nodes_in_flight",
 			Help: "Nodes lifeboat is working on."}),
+		KubeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_kube_requests_total",
+			Help: "Requests lifeboat made to the Kubernetes API (events excluded), by verb and resource."}, []string{"verb", "resource"}),
 		SourceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lifeboat_source_healthy",
 			Help: "1 when the event source (sqs or imds) answered its last request."}, []string{"source"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_leader",
@@ -70,7 +73,7 @@ func New() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -56,8 +56,10 @@ type Message struct {
 
 // Options configure a Source.
 type Options struct {
-	QueueURL   string
+	QueueURL string
+	// Workers handle messages; Receivers long-poll the queue (default 4).
 	Workers    int
+	Receivers  int
 	Visibility time.Duration
 	DryRun     bool
 	// OnReceiveError is told about failed receives (metrics, readiness).
@@ -87,6 +89,9 @@ func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source 
 	if o.Workers < 1 {
 		o.Workers = 10
 	}
+	if o.Receivers < 1 {
+		o.Receivers = 4
+	}
 	if o.Visibility <= 0 {
 		o.Visibility = 2 * time.Minute
 	}
@@ -114,38 +119,54 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 		})
 	}
 	g.Go(func() error { s.extendLoop(ctx); return nil })
+	var receivers sync.WaitGroup
+	for range s.o.Receivers {
+		receivers.Add(1)
+		g.Go(func() error {
+			defer receivers.Done()
+			s.receiveLoop(ctx, work)
+			return nil
+		})
+	}
 	g.Go(func() error {
-		defer close(work)
-		backoff := time.Second
-		for ctx.Err() == nil {
-			msgs, err := s.receive(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				s.o.OnReceiveError(err)
-				s.log.Warn("receiving from queue failed", "error", err.Error(), "backoff", backoff)
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-s.clock.After(backoff):
-				}
-				backoff = min(2*backoff, time.Minute)
-				continue
-			}
-			backoff = time.Second
-			s.o.OnReceive()
-			for _, m := range msgs {
-				select {
-				case work <- m:
-				case <-ctx.Done():
-					return nil
-				}
-			}
-		}
+		receivers.Wait()
+		close(work)
 		return nil
 	})
 	return g.Wait()
+}
+
+// receiveLoop long-polls the queue and hands messages to the workers until
+// ctx ends. Several run at once: one receive returns at most ten messages,
+// and a burst of interruptions must not queue behind one poller.
+func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		msgs, err := s.receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.o.OnReceiveError(err)
+			s.log.Warn("receiving from queue failed", "error", err.Error(), "backoff", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.clock.After(backoff):
+			}
+			backoff = min(2*backoff, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		s.o.OnReceive()
+		for _, m := range msgs {
+			select {
+			case work <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 func (s *Source) receive(ctx context.Context) ([]Message, error) {
