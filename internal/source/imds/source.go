@@ -1,0 +1,247 @@
+// Package imds is lifeboat's IMDS-mode event source: it polls the instance
+// metadata service (IMDSv2, through aws-sdk-go-v2's feature/ec2/imds) of the
+// node lifeboat runs on and turns what it announces (Spot instance-action,
+// rebalance recommendation, scheduled maintenance and its history, Auto
+// Scaling target-lifecycle-state) into events.
+//
+// It owns the metadata paths, their parsing (Parse, pure), edge triggering
+// (an event is submitted once, the first time its content-derived ID is
+// seen, however often it is read again) and the rule that says when a
+// reboot-type maintenance is over (Rebooted). It must not talk to the
+// Kubernetes API, decide what to do with a node (package plan) or keep
+// state beyond the IDs it has submitted.
+package imds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+// metadataAPI is the part of the SDK client the source uses.
+type metadataAPI interface {
+	GetMetadata(ctx context.Context, params *awsimds.GetMetadataInput, optFns ...func(*awsimds.Options)) (*awsimds.GetMetadataOutput, error)
+}
+
+var _ metadataAPI = (*awsimds.Client)(nil)
+
+// maxBody bounds what is read of one metadata document.
+const maxBody = 1 << 20
+
+// maxSeen bounds the remembered event IDs; an instance sees a handful.
+const maxSeen = 1024
+
+// Options configure a Source.
+type Options struct {
+	// Interval is the time between two polls (default 1 s).
+	Interval time.Duration
+	// MaxBackoff bounds the time between polls while the metadata service
+	// fails; the delay starts at Interval and doubles (default 10 s).
+	MaxBackoff time.Duration
+	// Seen are event IDs already handled before this process started (a
+	// reboot maintenance undone after the reboot): they are never submitted.
+	Seen []string
+	// OnPoll is called after every poll: nil when every path answered (200
+	// or 404), else the error. It feeds readiness and metrics.
+	OnPoll func(err error)
+}
+
+// Source polls the instance metadata of one instance.
+type Source struct {
+	api   metadataAPI
+	clock clock.WithTicker
+	log   *slog.Logger
+	o     Options
+
+	mu         sync.Mutex
+	instanceID string
+	seen       map[string]bool
+	order      []string        // seen IDs, oldest first
+	malformed  map[string]bool // paths whose last body did not parse
+}
+
+// New returns a Source reading from api.
+func New(api metadataAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.MaxBackoff < o.Interval {
+		o.MaxBackoff = max(10*time.Second, o.Interval)
+	}
+	if o.OnPoll == nil {
+		o.OnPoll = func(error) {}
+	}
+	s := &Source{api: api, clock: clk, log: log, o: o, seen: map[string]bool{}, malformed: map[string]bool{}}
+	for _, id := range o.Seen {
+		s.remember(id)
+	}
+	return s
+}
+
+// InstanceID returns the instance ID read from the metadata ("" before the
+// first successful poll).
+func (s *Source) InstanceID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instanceID
+}
+
+// Run polls until ctx ends and hands every batch of new events to submit
+// (one call per poll that found something new, never concurrently). A
+// failing metadata service is retried with a doubling delay up to
+// MaxBackoff, reported through OnPoll and logged when it starts and stops
+// failing; it never ends Run. Run returns nil when ctx ends.
+func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
+	failing := false
+	backoff := s.o.Interval
+	for {
+		err := s.Poll(ctx, submit)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.o.OnPoll(err)
+		delay := s.o.Interval
+		switch {
+		case err != nil:
+			if !failing {
+				s.log.Warn("instance metadata unavailable; retrying with backoff", "instanceID", s.InstanceID(), "error", err.Error())
+			}
+			failing = true
+			delay = backoff
+			backoff = min(2*backoff, s.o.MaxBackoff)
+		case failing:
+			s.log.Info("instance metadata available again", "instanceID", s.InstanceID())
+			failing = false
+			backoff = s.o.Interval
+		}
+		t := s.clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// Poll reads every signal path once and submits the events not seen
+// before, all in one batch. It returns the errors of the paths that did
+// not answer. Cancellations (canceled or completed maintenance) are held
+// back until a poll in which every path answered, so that an undo is never
+// planned without the signals that would keep the node cordoned.
+func (s *Source) Poll(ctx context.Context, submit func([]event.Event)) error {
+	id, err := s.readInstanceID(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var found []event.Event
+	for _, p := range Paths {
+		body, ok, err := s.get(ctx, p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", p, err))
+			continue
+		}
+		if !ok {
+			s.setMalformed(p, nil)
+			continue
+		}
+		evs, err := Parse(p, id, body)
+		s.setMalformed(p, err)
+		found = append(found, evs...)
+	}
+	complete := len(errs) == 0
+	var fresh []event.Event
+	for _, e := range found {
+		if e.Kind == event.ScheduledChangeCanceled && !complete {
+			continue
+		}
+		if s.remember(e.ID) {
+			s.log.Info("instance metadata announced an event", "instanceID", id, "eventID", e.ID, "kind", e.Kind, "action", e.Action, "deadline", e.Deadline)
+			fresh = append(fresh, e)
+		}
+	}
+	if len(fresh) > 0 {
+		submit(fresh)
+	}
+	return errors.Join(errs...)
+}
+
+// readInstanceID reads the instance ID once; every event carries it.
+func (s *Source) readInstanceID(ctx context.Context) (string, error) {
+	if id := s.InstanceID(); id != "" {
+		return id, nil
+	}
+	body, ok, err := s.get(ctx, PathInstanceID)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", PathInstanceID, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("reading %s: not found", PathInstanceID)
+	}
+	id := event.NormalizeInstanceID(string(body))
+	if id == "" {
+		return "", fmt.Errorf("reading %s: %q is not an instance ID", PathInstanceID, strings.TrimSpace(string(body)))
+	}
+	s.mu.Lock()
+	s.instanceID = id
+	s.mu.Unlock()
+	s.log.Info("reading instance metadata", "instanceID", id, "interval", s.o.Interval)
+	return id, nil
+}
+
+// get reads one metadata path: its body, or ok false for a 404.
+func (s *Source) get(ctx context.Context, path string) (body []byte, ok bool, err error) {
+	out, err := s.api.GetMetadata(ctx, &awsimds.GetMetadataInput{Path: path})
+	if err != nil {
+		var status interface{ HTTPStatusCode() int }
+		if errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotFound && !tokenFailed(err) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	defer out.Content.Close()
+	body, err = io.ReadAll(io.LimitReader(out.Content, maxBody))
+	if err != nil {
+		return nil, false, err
+	}
+	return body, true, nil
+}
+
+// setMalformed logs a path whose body stopped parsing, once until it parses again.
+func (s *Source) setMalformed(path string, err error) {
+	s.mu.Lock()
+	was := s.malformed[path]
+	s.malformed[path] = err != nil
+	s.mu.Unlock()
+	if err != nil && !was {
+		s.log.Warn("ignoring unreadable instance metadata", "instanceID", s.InstanceID(), "path", path, "error", err.Error())
+	}
+}
+
+// remember records id and reports whether it is new.
+func (s *Source) remember(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen[id] {
+		return false
+	}
+	s.seen[id] = true
+	s.order = append(s.order, id)
+	if len(s.order) > maxSeen {
+		delete(s.seen, s.order[0])
+		s.order = s.order[1:]
+	}
+	return true
+}
