@@ -331,6 +331,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	if p.Undo {
 		return c.undo(ctx, w)
 	}
+	c.reportOnce(w, "InterruptionReceived", corev1.EventTypeNormal, "receive", received(evs, p))
 	start := c.Clock.Now()
 	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), map[string]string{drain.AnnotationEvents: persisted})
 	if err != nil {
@@ -364,9 +365,26 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		err error
 	}
 	done := make(chan outcome, 1)
-	c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining (deadline %s)", p.Reason, fmtDeadline(p.Deadline)))
+	// progress reports Draining with the number of pods once it is known,
+	// and counts evictions a PodDisruptionBudget refused (it is called
+	// from the drain's goroutines; its counts are cumulative).
+	var pmu sync.Mutex
+	blocked := 0
+	draining := func(total int) {
+		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtDeadline(p.Deadline)))
+	}
+	progress := func(pr drain.Progress) {
+		pmu.Lock()
+		d := pr.Blocked - blocked
+		blocked = max(blocked, pr.Blocked)
+		pmu.Unlock()
+		if d > 0 {
+			c.Metrics.Evictions.WithLabelValues("blocked").Add(float64(d))
+		}
+		draining(pr.Total)
+	}
 	go func() {
-		res, err := c.Drainer.Drain(dctx, w.name, p.Deadline, nil)
+		res, err := c.Drainer.Drain(dctx, w.name, p.Deadline, progress)
 		done <- outcome{res, err}
 	}()
 	var o outcome
@@ -378,6 +396,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		// Put the wake back for runNode's snapshot and plan again.
 		return errRestart
 	}
+	draining(o.res.Evicted + o.res.ForceDeleted + o.res.Remaining) // no progress: nothing was to evict
 	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
 	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
 	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
@@ -640,6 +659,22 @@ func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
 		c.Recorder.Event(ref, typ, reason, msg)
 	}
+}
+
+// received describes what arrived for a node and what lifeboat will do.
+func received(evs []event.Event, p plan.Plan) string {
+	what := string(p.Reason)
+	for _, e := range evs {
+		if e.Kind == p.Reason && e.Action != "" {
+			what += " (" + e.Action + ")"
+			break
+		}
+	}
+	do := "cordoning"
+	if p.Drain {
+		do = "cordoning and draining"
+	}
+	return fmt.Sprintf("%s received; AWS deadline %s; %s", what, fmtDeadline(p.Deadline), do)
 }
 
 func fmtDeadline(t time.Time) string {
