@@ -86,7 +86,8 @@ func strip(obj any) (any, error) {
 	n.Status.Addresses = nil
 	n.Status.Capacity = nil
 	n.Status.Allocatable = nil
-	n.Status.NodeInfo = corev1.NodeSystemInfo{}
+	// The boot ID tells IMDS mode that the node rebooted (reboot maintenance).
+	n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}
 	n.Status.Features = nil
 	n.Status.RuntimeHandlers = nil
 	return n, nil

@@ -1,6 +1,12 @@
 package nodes
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 func TestInstanceID(t *testing.T) {
 	tests := []struct{ name, in, want string }{
@@ -17,5 +23,29 @@ func TestInstanceID(t *testing.T) {
 				t.Errorf("InstanceID(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestStripKeepsWhatLifeboatReads(t *testing.T) {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{"lifeboat.io/cordoned": "true"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", Unschedulable: true},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Images:     []corev1.ContainerImage{{Names: []string{"big"}}},
+			NodeInfo:   corev1.NodeSystemInfo{BootID: "boot-1", KernelVersion: "6.1"},
+		},
+	}
+	obj, err := strip(n.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := n.DeepCopy()
+	want.ManagedFields = nil
+	want.Status.Images = nil
+	want.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "boot-1"}
+	if d := cmp.Diff(want, obj); d != "" {
+		t.Errorf("strip (-want +got):\n%s", d)
 	}
 }
