@@ -66,8 +66,18 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 	var pl Plan
 	var cancels, actions int
 	reason := -1
+	// A cancellation that names the start of the change it ends (IMDS
+	// maintenance history: same code, Deadline = the change's NotBefore)
+	// removes that change, due or not: a maintenance canceled while
+	// lifeboat drains for it is undone, not finished.
+	canceled := map[string]bool{}
 	for _, e := range events {
-		if e.Kind == event.LifecycleLaunch {
+		if e.Kind == event.ScheduledChangeCanceled && !e.Deadline.IsZero() {
+			canceled[changeKey(e)] = true
+		}
+	}
+	for _, e := range events {
+		if e.Kind == event.LifecycleLaunch || e.Kind == event.ScheduledChange && canceled[changeKey(e)] {
 			continue
 		}
 		if start := startOf(e, p); start.After(now) {
@@ -113,6 +123,12 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 		pl.TaintKeys = nil
 	}
 	return pl
+}
+
+// changeKey identifies a scheduled change and its cancellation: the
+// maintenance code and start.
+func changeKey(e event.Event) string {
+	return e.Action + "\x00" + e.Deadline.UTC().Format(time.RFC3339Nano)
 }
 
 // startOf is when an event becomes due: a scheduled change at its start

@@ -26,6 +26,11 @@ func TestFor(t *testing.T) {
 	soon := event.Event{ID: "sc-1", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(5 * time.Minute)}
 	later := event.Event{ID: "sc-2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(3 * time.Hour)}
 	cancel := event.Event{ID: "cx-1", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd"}
+	// IMDS maintenance: the cancellation names the code and start of the change it ends.
+	reboot := event.Event{ID: "sc-r", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(5 * time.Minute)}
+	rebootCanceled := event.Event{ID: "cx-r", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: reboot.Deadline}
+	oldRebootCompleted := event.Event{ID: "cx-old", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(-30 * 24 * time.Hour)}
+	laterReboot := event.Event{ID: "sc-r2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(3 * time.Hour)}
 
 	tests := []struct {
 		name   string
@@ -69,6 +74,20 @@ func TestFor(t *testing.T) {
 		{"cancel does not undo a spot notice", []event.Event{cancel, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
 			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
+		}},
+		{"canceled while due (drain in flight): undone", []event.Event{reboot, rebootCanceled}, policy, Plan{
+			Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-r"},
+		}},
+		{"canceled before due: undone, nothing left to wait for", []event.Event{laterReboot, {ID: "cx-r2", Kind: event.ScheduledChangeCanceled, Action: "system-reboot", Deadline: laterReboot.Deadline}}, policy, Plan{
+			Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-r2"},
+		}},
+		{"an old completed maintenance does not cancel a new one", []event.Event{oldRebootCompleted, reboot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
+			Deadline: reboot.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"cx-old", "sc-r"},
+		}},
+		{"a cancellation without a start does not match (Health closed)", []event.Event{cancel, soon}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
+			Deadline: soon.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"cx-1", "sc-1"},
 		}},
 		{"earliest deadline wins", []event.Event{soon, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
