@@ -152,19 +152,20 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 	return nil
 }
 
-// KeepAlive records heartbeats every interval until ctx ends, the action is
-// gone (ErrNoActiveAction) or until is reached (nil). beat, if not nil, is
-// called after each successful heartbeat. A failed heartbeat is logged and
-// tried again at the next tick: the SDK already retried it.
+// KeepAlive records a heartbeat at once and then every interval until ctx
+// ends, the action is gone (ErrNoActiveAction) or until is reached (nil).
+// beat, if not nil, is called after each successful heartbeat. A failed
+// heartbeat is logged and tried again at the next tick: the SDK already
+// retried it.
+//
+// The first heartbeat is immediate because KeepAlive may be resuming an
+// action whose last heartbeat is unknown (a restarted lifeboat, a new
+// leader, a redelivered message): with the usual interval of half the
+// hook's timeout, waiting one interval first could let the action time out.
 func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error {
 	t := c.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
 		if !until.IsZero() && !c.clock.Now().Before(until) {
 			return nil
 		}
@@ -180,6 +181,11 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 			return nil
 		default:
 			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
 		}
 	}
 }
