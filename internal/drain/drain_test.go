@@ -317,3 +317,31 @@ func TestUncordonOnlyWhatLifeboatCordoned(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 type policyPDB = policyv1.PodDisruptionBudget
+
+// The first cordon attempt uses the informer's copy; a stale copy answers
+// 409 Conflict and the retry reads the node, so nothing is lost.
+func TestCordonWithStaleCache(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t, time.Minute)
+	name := newNode(t)
+	stale, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else changes the node after our cache copy was taken.
+	if _, err := env.Client.CoreV1().Nodes().Patch(ctx, name, "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"other-writer":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := newDrainer(drain.Options{NodeCache: func(n string) (*corev1.Node, bool) { return stale, n == name }})
+	if _, err := d.Cordon(ctx, name, []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Spec.Unschedulable || n.Labels["other-writer"] != "yes" {
+		t.Errorf("unschedulable=%v labels=%v: the cordon or the other writer's label was lost", n.Spec.Unschedulable, n.Labels)
+	}
+}
