@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -81,6 +82,10 @@ type Options struct {
 	// Resolve finds the node name of an instance the providerID index does
 	// not know (private DNS lookup); nil disables it.
 	Resolve func(ctx context.Context, instanceID string) (string, error)
+	// CordonAnnotations, if set, returns annotations to set on the node
+	// together with the cordon, given the events the plan acts on (IMDS
+	// mode: the reboot-maintenance marker); nil: none.
+	CordonAnnotations func(node string, due []event.Event) map[string]string
 }
 
 // Deps are the collaborators of a Controller.
@@ -187,12 +192,19 @@ func (c *Controller) resume() {
 }
 
 // SubmitNode hands events about one node (IMDS mode) to the controller.
+// Events already finished are ignored, like a redelivered message.
 func (c *Controller) SubmitNode(node string, evs []event.Event) {
 	<-c.started
+	fresh := make([]event.Event, 0, len(evs))
 	for _, e := range evs {
 		c.Metrics.EventsReceived.WithLabelValues(string(e.Source), string(e.Kind)).Inc()
+		if !c.isDone(e.ID) {
+			fresh = append(fresh, e)
+		}
 	}
-	c.submit(node, "", evs, nil)
+	if len(fresh) > 0 {
+		c.submit(node, "", fresh, nil)
+	}
 }
 
 // submit merges events into the node's work and starts or wakes its
@@ -333,7 +345,11 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	}
 	c.reportOnce(w, "InterruptionReceived", corev1.EventTypeNormal, "receive", received(evs, p))
 	start := c.Clock.Now()
-	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), map[string]string{drain.AnnotationEvents: persisted})
+	annotations := map[string]string{drain.AnnotationEvents: persisted}
+	if c.o.CordonAnnotations != nil {
+		maps.Copy(annotations, c.o.CordonAnnotations(w.name, dueEvents(evs, p)))
+	}
+	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), annotations)
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()
 		return err
@@ -659,6 +675,17 @@ func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
 		c.Recorder.Event(ref, typ, reason, msg)
 	}
+}
+
+// dueEvents returns the events the plan covers.
+func dueEvents(evs []event.Event, p plan.Plan) []event.Event {
+	var due []event.Event
+	for _, e := range evs {
+		if slices.Contains(p.EventIDs, e.ID) {
+			due = append(due, e)
+		}
+	}
+	return due
 }
 
 // received describes what arrived for a node and what lifeboat will do.
