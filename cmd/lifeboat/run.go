@@ -170,7 +170,17 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 			return leaderElect(ctx, cfg, kube, log, &ready, lead)
 		})
 	case config.ModeIMDS:
-		return usageError{errors.New("imds mode is not implemented yet (issue 4)")}
+		// One pod per node: it watches only its own Node and acts only on it.
+		index := nodes.New(kube, nodes.Options{OnlyNode: cfg.NodeName})
+		g.Go(func() error { index.Run(ctx); return nil })
+		deps := controller.Deps{Nodes: index, Drainer: newDrainer(index), Recorder: recorder, Metrics: m, Clock: clk, Log: log}
+		if notifier != nil {
+			deps.Notifier = notifier
+		}
+		// No election: every pod works, so readiness follows its source
+		// (the flag, not the lifeboat_leader gauge, which stays 0).
+		ready.leader.Bool.Store(true)
+		g.Go(func() error { return runIMDS(ctx, cfg, deps, policy, &ready) })
 	}
 	ready.kube.Store(true)
 	err = g.Wait()
