@@ -1,6 +1,7 @@
 package check
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
+
+	"lifeboat.dev/lifeboat/test/testenv"
 )
 
 // TestCheckHealthy: the setup of deploy/aws/lifeboat.cfn.json, hooks on the
@@ -230,5 +233,40 @@ func saveOutput(t *testing.T, name, out string) {
 	}
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// IMDS mode: the token from the metadata mock (IMDSv2 only) and the node of
+// this instance; then a --node-name that is another instance's node.
+func TestCheckIMDSMode(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	instanceID := testenv.RandomInstanceID()
+	mock := testenv.StartIMDS(t, testenv.IMDSOptions{IMDSv2Only: true, InstanceID: instanceID})
+	self := kube.Node(t, testenv.NodeSpec{InstanceID: instanceID})
+	other := kube.Node(t, testenv.NodeSpec{})
+	check := func(node string) (report, int) {
+		out, stderr, code := lifeboat(t, w.ctx, "check", "--output", "json", "--mode", "imds", "--node-name", node,
+			"--imds-endpoint", mock.URL, "--kubeconfig", w.kubeconfig)
+		var r report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("check output is not JSON (%v); stderr:\n%s", err, stderr)
+		}
+		w.logReport(r)
+		return r, code
+	}
+	r, code := check(self.Name)
+	var names []string
+	for _, c := range r.Checks {
+		names = append(names, c.Name+" "+c.Status)
+	}
+	if d := cmp.Diff([]string{"imds ok", "kubernetes api ok", "kubernetes permissions ok", "node ok"}, names); d != "" || code != 0 {
+		t.Errorf("exit %d; checks (-want +got):\n%s", code, d)
+	}
+	if _, found, _, _ := r.row("imds"); !strings.Contains(found, "IMDSv2 token obtained") || !strings.Contains(found, instanceID) {
+		t.Errorf("imds: %s", found)
+	}
+	r, code = check(other.Name)
+	if status, found, _, _ := r.row("node"); status != "fail" || !strings.Contains(found, "instance metadata says this is "+instanceID) || code != 1 {
+		t.Errorf("another node: exit %d, %s %s", code, status, found)
 	}
 }
