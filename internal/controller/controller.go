@@ -599,11 +599,18 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	c.mu.Lock()
 	seen := w.notified[phase]
 	w.notified[phase] = true
+	action := ""
+	for _, e := range w.events {
+		if e.Kind == p.Reason && e.Action != "" {
+			action = e.Action
+			break
+		}
+	}
 	c.mu.Unlock()
 	if seen || c.Notifier == nil {
 		return
 	}
-	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
+	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
 	c.Notifier.Notify(n)
 }
 
