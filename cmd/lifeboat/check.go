@@ -107,7 +107,7 @@ func parseCheckFlags(args []string) (checkOptions, []string, error) {
 // checkClients builds the clients `lifeboat run` would use, with the same
 // credentials chain, region and endpoints.
 func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error) {
-	c := check.Clients{Now: time.Now, IMDS: &http.Client{Timeout: 3 * time.Second}}
+	c := check.Clients{IMDS: &http.Client{Timeout: 3 * time.Second}}
 	rc, err := checkRESTConfig(cfg)
 	if err == nil {
 		c.KubeHost = rc.Host

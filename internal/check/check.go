@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -115,15 +114,10 @@ type Clients struct {
 	KubeHost string
 	// IMDS is the HTTP client for instance metadata (IMDS mode).
 	IMDS *http.Client
-	// Now is the clock (time.Now in production).
-	Now func() time.Time
 }
 
 // Run runs every check that applies to cfg's mode and returns the report.
 func Run(ctx context.Context, cfg config.Config, c Clients) Report {
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	r := &run{cfg: cfg, c: c, perms: newPermissions()}
 	switch cfg.Mode {
 	case config.ModeQueue:

@@ -351,7 +351,7 @@ func TestWebhookAndEventsEndToEnd(t *testing.T) {
 	}
 	for i, phase := range []string{"received", "finished"} {
 		n := got[i]
-		if n["phase"] != phase || n["node"] != node.Name || n["instanceID"] != instanceID || n["kind"] != "spot-interruption" {
+		if n["phase"] != phase || n["node"] != node.Name || n["instanceID"] != instanceID || n["kind"] != "spot-interruption" || n["action"] != "terminate" {
 			t.Errorf("notification %d = %v, want phase %s for node %s (%s), kind spot-interruption", i, n, phase, node.Name, instanceID)
 		}
 	}
