@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -58,11 +60,14 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 	if err := m.Register(reg); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	kube, eventsClient, err := kubeClients(cfg, m)
+	clk := clock.RealClock{}
+	// Only the holder of the Lease acts; the fence stops a replica that
+	// lost it without noticing (it was paused) from sending any write.
+	fence := newFence(clk, cfg.Mode == config.ModeQueue && cfg.LeaderElect)
+	kube, eventsClient, electionClient, err := kubeClients(cfg, m, fence)
 	if err != nil {
 		return err
 	}
-	clk := clock.RealClock{}
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventsClient.CoreV1().Events("")})
@@ -105,7 +110,7 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 
 	switch cfg.Mode {
 	case config.ModeQueue:
-		awsCfg, err := awsconfig.LoadDefaultConfig(ctx, func(o *awsconfig.LoadOptions) error {
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsClientDefaults, func(o *awsconfig.LoadOptions) error {
 			if cfg.Region != "" {
 				o.Region = cfg.Region
 			}
@@ -114,8 +119,19 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 		if err != nil {
 			return fmt.Errorf("loading AWS configuration: %w", err)
 		}
-		sqsClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"]) })
-		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"]) })
+		httpClient := awsCfg.HTTPClient
+		if httpClient == nil {
+			httpClient = awshttp.NewBuildableClient() // the services' own default
+		}
+		fencedAWS := fencedHTTPClient{next: httpClient, fence: fence}
+		sqsClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) {
+			setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
+			o.HTTPClient = fencedAWS
+		})
+		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) {
+			setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"])
+			o.HTTPClient = fencedAWS
+		})
 		index := nodes.New(kube, nodes.Options{})
 		g.Go(func() error { index.Run(ctx); return nil })
 		source := sqs.New(sqsClient, clk, log, sqs.Options{
@@ -167,7 +183,7 @@ func runHandler(ctx context.Context, args []string, getenv func(string) string, 
 				ready.leader.Store(true)
 				return lead(ctx)
 			}
-			return leaderElect(ctx, cfg, kube, log, &ready, lead)
+			return leaderElect(ctx, cfg, electionClient, fence, log, &ready, lead)
 		})
 	case config.ModeIMDS:
 		// One pod per node: it watches only its own Node and acts only on it.
@@ -198,27 +214,34 @@ func setEndpoint(dst **string, url string) {
 }
 
 // kubeClients returns lifeboat's Kubernetes client (QPS/burst from the
-// configuration, every request counted) and a separate client for
-// Kubernetes Events with its own, smaller rate limit, so that reporting
-// never delays a cordon or an eviction.
-func kubeClients(cfg config.Config, m *metrics.Metrics) (kubernetes.Interface, kubernetes.Interface, error) {
+// configuration, every request counted), a separate client for Kubernetes
+// Events with its own, smaller rate limit, so that reporting never delays a
+// cordon or an eviction, both writing only while fence is open, and the
+// leader election's own client (never fenced, never queued behind a drain).
+func kubeClients(cfg config.Config, m *metrics.Metrics, fence *fence) (kube, events, election kubernetes.Interface, err error) {
 	rc, err := restConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	events := rest.CopyConfig(rc)
+	ec := rest.CopyConfig(rc)
+	lc := rest.CopyConfig(rc)
+	withFence := func(rt http.RoundTripper) http.RoundTripper { return fencedTransport{next: rt, fence: fence} }
 	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	rc.Wrap(m.CountKubeRequests)
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	rc.Wrap(withFence)
+	if kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	events.QPS, events.Burst = 20, 50
-	ev, err := kubernetes.NewForConfig(events)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes events client: %w", err)
+	ec.QPS, ec.Burst = 20, 50
+	ec.Wrap(withFence)
+	if events, err = kubernetes.NewForConfig(ec); err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes events client: %w", err)
 	}
-	return kube, ev, nil
+	lc.QPS, lc.Burst = 5, 10
+	if election, err = kubernetes.NewForConfig(lc); err != nil {
+		return nil, nil, nil, fmt.Errorf("kubernetes leader election client: %w", err)
+	}
+	return kube, events, election, nil
 }
 
 func restConfig(cfg config.Config) (*rest.Config, error) {
@@ -233,6 +256,11 @@ func restConfig(cfg config.Config) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
 	rc.UserAgent = "lifeboat/" + version
+	// Protobuf: a node list decodes with a fraction of JSON's garbage (the
+	// memory peak of a 5,000-node cache fill), and every lifeboat request is
+	// for a built-in type.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return rc, nil
 }
 
@@ -253,23 +281,31 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 // leaderElect runs lead while this replica holds the Lease. Losing the lease
-// ends the process (with an error) so that it never acts beside a new leader.
-func leaderElect(ctx context.Context, cfg config.Config, kube kubernetes.Interface, log *slog.Logger, ready *readiness, lead func(context.Context) error) error {
+// ends the process (with an error) so that it never acts beside a new
+// leader; until it ends, fence keeps it from writing.
+func leaderElect(ctx context.Context, cfg config.Config, kube kubernetes.Interface, fence *fence, log *slog.Logger, ready *readiness, lead func(context.Context) error) error {
 	id, _ := os.Hostname()
 	if cfg.PodName != "" {
 		id = cfg.PodName
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.LeaseNamespace},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	renewDeadline := cfg.LeaseDuration * 2 / 3
+	lock := &fencedLock{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: cfg.LeaseName, Namespace: cfg.LeaseNamespace},
+			Client:     kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		},
+		fence: fence,
+		// A renewal is trusted for the renew deadline, a third of the lease
+		// less than the other replicas wait: room for clock drift.
+		valid: renewDeadline,
 	}
 	var leadErr error
 	lost := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
-		RenewDeadline:   cfg.LeaseDuration * 2 / 3,
+		RenewDeadline:   renewDeadline,
 		RetryPeriod:     cfg.LeaseDuration / 6,
 		ReleaseOnCancel: true,
 		Name:            "lifeboat",
@@ -280,6 +316,7 @@ func leaderElect(ctx context.Context, cfg config.Config, kube kubernetes.Interfa
 				leadErr = lead(ctx)
 			},
 			OnStoppedLeading: func() {
+				fence.shut()
 				ready.leader.Store(false)
 				close(lost)
 			},
