@@ -154,24 +154,29 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 
 // KeepAlive records a heartbeat at once and then every interval until ctx
 // ends, the action is gone (ErrNoActiveAction) or until is reached (nil).
-// beat, if not nil, is called after each successful heartbeat. A failed
-// heartbeat is logged and tried again at the next tick: the SDK already
-// retried it.
+// beat, if not nil, is called after each successful heartbeat.
 //
 // The first heartbeat is immediate because KeepAlive may be resuming an
 // action whose last heartbeat is unknown (a restarted lifeboat, a new
 // leader, a redelivered message): with the usual interval of half the
 // hook's timeout, waiting one interval first could let the action time out.
+//
+// A failed heartbeat (the SDK already retried it) is logged and tried again
+// sooner than the next interval: after an eighth of it, doubling up to the
+// interval. Waiting a whole interval after a failure would leave no margin
+// before the hook's timeout.
 func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error {
-	t := c.clock.NewTicker(interval)
-	defer t.Stop()
+	firstRetry := max(interval/8, 100*time.Millisecond)
+	retry := firstRetry
 	for {
 		if !until.IsZero() && !c.clock.Now().Before(until) {
 			return nil
 		}
+		wait := interval
 		err := c.Heartbeat(ctx, instanceID, a)
 		switch {
 		case err == nil:
+			retry = firstRetry
 			if beat != nil {
 				beat()
 			}
@@ -180,10 +185,14 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		case ctx.Err() != nil:
 			return nil
 		default:
-			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "error", err.Error())
+			wait = min(retry, interval)
+			retry *= 2
+			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "retryIn", wait, "error", err.Error())
 		}
+		t := c.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C():
 		}

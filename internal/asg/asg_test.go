@@ -24,6 +24,7 @@ type fakeAPI struct {
 	mu          sync.Mutex
 	heartbeats  int
 	goneAfter   int // heartbeats before "No active Lifecycle Action found"
+	failFirst   int // heartbeats that fail with a throttling error first
 	hookTimeout int32
 	global      int32
 	tags        map[string]string
@@ -37,6 +38,9 @@ func (f *fakeAPI) RecordLifecycleActionHeartbeat(context.Context, *autoscaling.R
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.heartbeats++
+	if f.heartbeats <= f.failFirst {
+		return nil, &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
+	}
 	if f.heartbeats > f.goneAfter {
 		return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token abc"}
 	}
@@ -102,16 +106,11 @@ func TestKeepAliveStopsWhenActionGone(t *testing.T) {
 	go func() {
 		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, time.Minute, time.Time{}, func() { beats++ })
 	}()
-	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); {
-		if time.Now().After(deadline) {
-			t.Fatal("KeepAlive never started its ticker")
-		}
-		time.Sleep(time.Millisecond)
-	}
 	// The first heartbeat is immediate (KeepAlive may resume an action
-	// whose last heartbeat was an interval ago), then one per tick.
+	// whose last heartbeat was an interval ago), then one per interval.
 	waitHeartbeats(t, api, 1)
 	for i := 2; i <= 3; i++ {
+		waitTimer(t, clk)
 		clk.Step(time.Minute)
 		waitHeartbeats(t, api, i)
 	}
@@ -125,6 +124,52 @@ func TestKeepAliveStopsWhenActionGone(t *testing.T) {
 	}
 	if beats != 2 {
 		t.Errorf("beats = %d, want 2", beats)
+	}
+}
+
+// A failed heartbeat is tried again after an eighth of the interval,
+// doubling, not after a whole interval: that would leave no margin before
+// the hook's timeout.
+func TestKeepAliveRetriesFailedHeartbeatSooner(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	api := &fakeAPI{goneAfter: 3, failFirst: 2}
+	c := New(api, clk, discard, Options{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, 80*time.Second, time.Time{}, nil)
+	}()
+	waitHeartbeats(t, api, 1) // fails
+	for i, step := range []time.Duration{10 * time.Second, 20 * time.Second, 80 * time.Second} {
+		waitTimer(t, clk)
+		clk.Step(step - time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
+		api.mu.Lock()
+		early := api.heartbeats
+		api.mu.Unlock()
+		if early != i+1 {
+			t.Fatalf("heartbeat %d came %v early", i+2, time.Millisecond)
+		}
+		clk.Step(time.Millisecond)
+		waitHeartbeats(t, api, i+2) // fails, succeeds, gone
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoActiveAction) {
+			t.Fatalf("KeepAlive = %v, want ErrNoActiveAction", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("KeepAlive did not stop after the action was gone")
+	}
+}
+
+// waitTimer waits until KeepAlive waits on the clock.
+func waitTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters(); {
+		if time.Now().After(deadline) {
+			t.Fatal("KeepAlive never waited for its next heartbeat")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
