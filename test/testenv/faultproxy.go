@@ -79,7 +79,8 @@ type FaultProxyOptions struct {
 	// Rate is the probability (0..1) that a request gets a fault instead of
 	// being forwarded.
 	Rate float64
-	// Faults are chosen from uniformly; empty means AllFaults.
+	// Faults are used in turn (the first faulted request gets the first,
+	// and so on), so that every kind is injected; empty means AllFaults.
 	Faults []Fault
 	// Actions restricts faults to these actions; empty means every action.
 	Actions []string
@@ -109,6 +110,7 @@ type FaultProxy struct {
 	mu        sync.Mutex
 	rng       *mrand.Rand
 	rate      float64
+	nfaults   int
 	intercept func(Exchange) bool
 	requests  map[string]int
 	faults    map[Fault]int
@@ -292,7 +294,8 @@ func (p *FaultProxy) decide(action string) (Fault, func(Exchange) bool) {
 	if p.rng.Float64() >= p.rate {
 		return "", p.intercept
 	}
-	f := p.o.Faults[p.rng.IntN(len(p.o.Faults))]
+	f := p.o.Faults[p.nfaults%len(p.o.Faults)]
+	p.nfaults++
 	p.faults[f]++
 	if p.byAction[action] == nil {
 		p.byAction[action] = map[Fault]int{}
