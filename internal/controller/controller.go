@@ -203,7 +203,7 @@ func (c *Controller) SubmitNode(node string, evs []event.Event) {
 		}
 	}
 	if len(fresh) > 0 {
-		c.submit(node, "", fresh, nil)
+		c.submit(node, fresh[0].InstanceID, fresh, nil)
 	}
 }
 
