@@ -294,7 +294,7 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 			return cond()
 		})
 	}
-	leaseName := w.container().Args[slices.IndexFunc(w.container().Args, func(a string) bool { return strings.HasPrefix(a, "--lease-name=") })][len("--lease-name="):]
+	leaseName := argValue(w.container().Args, "--lease-name")
 	if err := until(15*time.Second, "lifeboat to hold the Lease", func() (bool, error) {
 		l, err := kube.Client.CoordinationV1().Leases(w.ns).Get(ctx, leaseName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

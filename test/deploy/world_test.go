@@ -374,6 +374,14 @@ func startProc(t *testing.T, name, bin string, args, env []string) (*proc, error
 // signal sends sig to the process.
 func (p *proc) signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
 
+// kill ends the process at once (SIGKILL), as a crash or kill -9 would.
+func (p *proc) kill() {
+	p.stopOnce.Do(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+}
+
 // exited reports whether the process has ended, and how.
 func (p *proc) exited() (bool, error) {
 	select {
