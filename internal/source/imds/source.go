@@ -137,7 +137,8 @@ func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 
 // Poll reads every signal path once and submits the events not seen
 // before, all in one batch. It returns the errors of the paths that did
-// not answer. Cancellations (canceled or completed maintenance) are held
+// not answer; when the service does not answer at all it stops at the
+// first such path. Cancellations (canceled or completed maintenance) are held
 // back until a poll in which every path answered, so that an undo is never
 // planned without the signals that would keep the node cordoned.
 func (s *Source) Poll(ctx context.Context, submit func([]event.Event)) error {
@@ -151,6 +152,9 @@ func (s *Source) Poll(ctx context.Context, submit func([]event.Event)) error {
 		body, ok, err := s.get(ctx, p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reading %s: %w", p, err))
+			if unreachable(err) {
+				break // the service is down: the other paths would fail alike, each after its retries
+			}
 			continue
 		}
 		if !ok {
@@ -217,6 +221,14 @@ func (s *Source) get(ctx context.Context, path string) (body []byte, ok bool, er
 		return nil, false, err
 	}
 	return body, true, nil
+}
+
+// unreachable reports whether err means the service did not answer at
+// all (connection refused or reset, timeout, no token), rather than
+// answering one path with an HTTP error.
+func unreachable(err error) bool {
+	var status interface{ HTTPStatusCode() int }
+	return !errors.As(err, &status) || tokenFailed(err)
 }
 
 // setMalformed logs a path whose body stopped parsing, once until it parses again.

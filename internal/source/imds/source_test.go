@@ -349,3 +349,35 @@ func TestRunBackoff(t *testing.T) {
 		t.Errorf("failing polls = %d, want 7 (backoff 1, 2, 4, 8, 10, 10 s)", failing)
 	}
 }
+
+// A service that does not answer at all ends the poll at the first path
+// (each read would fail alike after the SDK's retries); one answering a
+// path with an HTTP error does not.
+func TestPollStopsWhenUnreachable(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		wantReads int
+	}{
+		{"connection refused", opError("GetMetadata", &smithyhttp.RequestSendError{Err: errors.New("connection refused")}), 1},
+		{"no token", tokenError(), 1},
+		{"HTTP 500 on every path", opError("GetMetadata", statusError(http.StatusInternalServerError)), len(Paths)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(nil)
+			s := New(f, clocktesting.NewFakeClock(time.Now()), discard, Options{})
+			if err := s.Poll(t.Context(), func([]event.Event) {}); err != nil {
+				t.Fatal(err)
+			}
+			f.setFail("*", tt.err)
+			before := f.reads
+			if err := s.Poll(t.Context(), func([]event.Event) {}); err == nil {
+				t.Fatal("Poll: no error")
+			}
+			if got := f.reads - before; got != tt.wantReads {
+				t.Errorf("reads in the failing poll = %d, want %d", got, tt.wantReads)
+			}
+		})
+	}
+}
