@@ -48,6 +48,18 @@ func New(client kubernetes.Interface, o Options) *Index {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
 			tweak(&lo)
+			// The reflector's first list asks for resourceVersion "0", which
+			// the API server answers from its cache in one piece, ignoring
+			// the page size: 5,000 nodes with their images decode into a
+			// memory peak several times the cache. A list without a
+			// resourceVersion is paginated (500 nodes a page), so each page
+			// is stripped before the next arrives.
+			if lo.ResourceVersion == "0" {
+				lo.ResourceVersion = ""
+			}
+			if lo.Limit == 0 {
+				lo.Limit = 500
+			}
 			return client.CoreV1().Nodes().List(ctx, lo)
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {

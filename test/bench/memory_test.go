@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+func envInt(b *testing.B, name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			b.Fatalf("%s=%q: want a number", name, v)
+		}
+		return n
+	}
+	return def
+}
+
+// BenchmarkQueueModeMemory starts queue-mode lifeboat in a cluster of
+// LIFEBOAT_BENCH_NODES nodes (default 5,000, each with 30 container images
+// in its status, as real nodes have) and LIFEBOAT_BENCH_PODS pods (default
+// 15,000), waits until its node cache is filled and reports its resident
+// memory (VmRSS) and peak (VmHWM).
+func BenchmarkQueueModeMemory(b *testing.B) {
+	nodes := envInt(b, "LIFEBOAT_BENCH_NODES", 5000)
+	pods := envInt(b, "LIFEBOAT_BENCH_PODS", 15000)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	env := testenv.Start(b, testenv.Options{NoScheduler: true, NoKwok: true, NoControllerManager: true})
+	moto := testenv.StartMoto(b, dir)
+	bin, err := testenv.BuildLifeboat(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, "memory")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var images []corev1.ContainerImage
+	for i := range 30 {
+		images = append(images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d@sha256:%064d", i, i), fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d:v1.2.%d", i, i)},
+			SizeBytes: 123456789,
+		})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range nodes {
+		g.Go(func() error {
+			n, err := env.Client.CoreV1().Nodes().Create(gctx, &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mem-%05d", i), Labels: map[string]string{
+					"topology.kubernetes.io/zone": "us-east-1a", "node.kubernetes.io/instance-type": "m5.large", "eks.amazonaws.com/nodegroup": "ng-1"}},
+				Spec: corev1.NodeSpec{ProviderID: testenv.ProviderID("us-east-1a", testenv.RandomInstanceID())},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Images = images
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			_, err = env.Client.CoreV1().Nodes().UpdateStatus(gctx, n, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	// No controller-manager here (no pods run): create the namespace and the
+	// default ServiceAccount the admission plugin wants by hand.
+	ns := "memory"
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range pods {
+		g.Go(func() error {
+			_, err := env.Client.CoreV1().Pods(ns).Create(gctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%06d", i)},
+				Spec: corev1.PodSpec{NodeName: fmt.Sprintf("mem-%05d", i%max(nodes, 1)),
+					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+			}, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		port, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-mem-%d", i), bin, []string{"run",
+			"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
+			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
+		}, testenv.AWSEnv(), dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := testenv.WaitHTTP(ctx, proc, nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
+			b.Fatal(err)
+		}
+		// The node cache fills in a few seconds; let garbage collection settle.
+		time.Sleep(15 * time.Second)
+		rss, hwm := procMemory(b, proc.Pid())
+		heap := gauge(b, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "go_memstats_heap_inuse_bytes")
+		proc.Stop()
+		b.ReportMetric(heap/(1<<20), "heap_inuse_MiB")
+		b.ReportMetric(float64(nodes), "nodes")
+		b.ReportMetric(float64(pods), "pods")
+		b.ReportMetric(rss/1024, "rss_MiB")
+		b.ReportMetric(hwm/1024, "peak_rss_MiB")
+	}
+}
+
+// procMemory returns VmRSS and VmHWM of a process, in KiB.
+func procMemory(b *testing.B, pid int) (rss, hwm float64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v
+		case "VmHWM:":
+			hwm = v
+		}
+	}
+	return rss, hwm
+}
+
+// gauge reads one unlabelled metric from a /metrics endpoint.
+func gauge(b *testing.B, url, name string) float64 {
+	b.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			v, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return v
+		}
+	}
+	b.Fatalf("metric %s not found at %s", name, url)
+	return 0
+}
