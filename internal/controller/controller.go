@@ -303,6 +303,13 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 			continue
 		case errors.Is(err, errRestart):
 			continue
+		case errors.Is(err, drain.ErrNodeGone):
+			if err = c.nodeGone(ctx, w, evs); err == nil {
+				if c.finish(ctx, w, evs) {
+					return
+				}
+				continue
+			}
 		}
 		c.report(w, corev1.EventTypeWarning, "Failed", "failed", fmt.Sprintf("will retry in %s: %v", backoff, err))
 		select {
@@ -314,6 +321,17 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 		}
 		backoff = min(2*backoff, time.Minute)
 	}
+}
+
+// nodeGone ends the work of a node that no longer exists (deleted when its
+// instance terminated, or by someone else): nothing is left to cordon or
+// drain, and retrying would hold its messages forever. Its terminate
+// lifecycle actions are completed with CONTINUE (a repeat answers "No
+// active Lifecycle Action", which counts as done).
+func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Event) error {
+	p := plan.For(c.withLifecycleDeadlines(ctx, evs), c.o.Policy, c.Clock.Now())
+	c.reportOnce(w, "NodeGone", corev1.EventTypeNormal, "drain", "node no longer exists: nothing left to drain")
+	return c.completeAll(ctx, w, p.Lifecycle, "CONTINUE")
 }
 
 // errRestart means new events arrived mid-drain: plan again.
@@ -581,7 +599,8 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event)
 	c.Metrics.NodesInFlight.Dec()
 	if len(evs) > 0 {
 		// The node is done: forget its events, keep the cordon and taints.
-		if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339)}); err != nil {
+		err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339)})
+		if err != nil && !errors.Is(err, drain.ErrNodeGone) {
 			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
 		}
 	}

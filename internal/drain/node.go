@@ -9,14 +9,20 @@ package drain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 )
+
+// ErrNodeGone (wrapped) means the Node no longer exists: there is nothing
+// left to cordon or drain. Retrying cannot succeed.
+var ErrNodeGone = errors.New("node no longer exists")
 
 // Annotations lifeboat keeps on a Node. They are its memory across restarts.
 const (
@@ -63,6 +69,9 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 		_, err = d.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("cordoning node %s: %w: %w", node, ErrNodeGone, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("cordoning node %s: %w", node, err)
 	}
@@ -124,7 +133,11 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	if err != nil {
 		return err
 	}
-	if _, err := d.client.CoreV1().Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{}); err != nil {
+	_, err = d.client.CoreV1().Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("annotating node %s: %w: %w", node, ErrNodeGone, err)
+	}
+	if err != nil {
 		return fmt.Errorf("annotating node %s: %w", node, err)
 	}
 	return nil
