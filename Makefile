@@ -26,6 +26,16 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lifeboat ./cmd/lifeboat
 
+# image builds the container image (Dockerfile) for PLATFORMS with docker
+# buildx; add --push through IMAGE_FLAGS. Not part of `make test`: CI has no
+# Docker engine (test/deploy runs the Dockerfile's go build line instead).
+IMAGE ?= lifeboat:$(VERSION)
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_FLAGS ?=
+.PHONY: image
+image:
+	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_FLAGS) .
+
 # test runs every test: unit tests and the end-to-end tests on the testbed
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
 # The testbed suites run one package at a time (-p 1): each starts its own

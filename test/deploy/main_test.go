@@ -17,8 +17,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +37,9 @@ var (
 	instanceNodes sync.Map // instance ID -> node name
 )
 
+// binVersion is the version the binary under test is built with.
+const binVersion = "v0.0.0-deploytest"
+
 // clusterName is the cluster the groups are tagged for.
 const clusterName = "deploy"
 
@@ -53,11 +54,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	lifeboatBin = filepath.Join(dir, "lifeboat")
-	build := exec.Command("go", "build", "-o", lifeboatBin, "./cmd/lifeboat")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building lifeboat: %v\n%s", err, out)
+	// The binary under test is built by the Dockerfile's own go build line
+	// (TestDockerfile checks it against the Makefile's): what the image ships.
+	lifeboatBin, err = buildWithDockerfile(dir, binVersion)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building lifeboat with the Dockerfile's go build line:", err)
 		return 1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

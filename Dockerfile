@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+#
+# lifeboat's image: one static binary on distroless, running as a non-root
+# user, needing nothing writable (the chart sets readOnlyRootFilesystem).
+#
+#   docker buildx build --platform linux/amd64,linux/arm64 \
+#     --build-arg VERSION=$(git describe --tags --always) -t REPO/lifeboat:TAG --push .
+#
+# or `make image`. The go build line has exactly the flags of the Makefile's
+# `build` target; test/deploy checks that they match, and builds the binary
+# it tests with this very line.
+
+ARG GO_VERSION=1.26
+
+# The build runs on the builder's platform and cross-compiles (no emulation).
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+ARG TARGETOS
+ARG TARGETARCH
+ARG VERSION=dev
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY cmd/ cmd/
+COPY internal/ internal/
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/lifeboat ./cmd/lifeboat
+
+# distroless/static: CA certificates, tzdata, /etc/passwd with nonroot
+# (65532); no shell, no package manager.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/lifeboat /lifeboat
+USER 65532:65532
+ENTRYPOINT ["/lifeboat"]
+CMD ["run"]
