@@ -462,3 +462,24 @@ func TestIMDS(t *testing.T) {
 		})
 	}
 }
+
+// A group without a terminate hook does not make the terminate rule
+// "not needed": the rule is still required (and the group fails).
+func TestNoHookStillNeedsTerminateRule(t *testing.T) {
+	f := healthyAWS()
+	f.hooks["g"] = nil
+	var rules []ebtypes.Rule
+	for _, r := range f.rules {
+		if aws.ToString(r.Name) != "r-lifecycle-terminate" {
+			rules = append(rules, r)
+		}
+	}
+	f.rules = rules
+	r := runFake(t, f, queueConfig(t))
+	if res := result(t, r, "rule for lifecycle-terminate"); res.Status != Fail {
+		t.Errorf("terminate rule: %+v", res)
+	}
+	if res := result(t, r, "asg g"); res.Status != Fail || !strings.Contains(res.Found, "no terminate lifecycle hook") {
+		t.Errorf("group: %+v", res)
+	}
+}

@@ -399,7 +399,7 @@ func (r *run) ruleSeverity(k event.Kind) (Status, bool) {
 		}
 		return Warn, false
 	case event.LifecycleTerminate:
-		if len(r.groups) > 0 && !r.groupsNeedRule(event.TransitionTerminating) {
+		if r.allDirect(event.TransitionTerminating) {
 			return OK, false
 		}
 	}
@@ -417,6 +417,26 @@ func severityWhy(k event.Kind) string {
 		return "not needed now: the terminate hooks of this cluster's groups notify the queue directly"
 	}
 	return "lifeboat only cordons on this kind (--drain-on)"
+}
+
+// allDirect reports whether every group of the cluster has a hook of this
+// transition and every such hook notifies the queue directly.
+func (r *run) allDirect(transition string) bool {
+	if len(r.groups) == 0 {
+		return false
+	}
+	for _, g := range r.groups {
+		has := false
+		for _, h := range g.hooks {
+			if aws.ToString(h.LifecycleTransition) == transition {
+				has = true
+			}
+		}
+		if !has {
+			return false
+		}
+	}
+	return !r.groupsNeedRule(transition)
 }
 
 // groupsNeedRule reports whether a hook of this transition on a group of
