@@ -29,7 +29,7 @@ const pollInterval = 100 * time.Millisecond
 // counting proxy), a namespace for its pods, lifeboat's own pod on it, and
 // lifeboat in IMDS mode for that node.
 type world struct {
-	t          *testing.T
+	t          testing.TB
 	ctx        context.Context
 	node       string
 	instanceID string
@@ -53,9 +53,11 @@ type worldOptions struct {
 	direct bool
 	// poll overrides pollInterval.
 	poll time.Duration
+	// hide are metadata paths the proxy answers 404 until shown.
+	hide []string
 }
 
-func newWorld(t *testing.T, o worldOptions) *world {
+func newWorld(t testing.TB, o worldOptions) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
@@ -77,6 +79,9 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	w.imdsOpts = o.imds
 	w.mock = testenv.StartIMDS(t, o.imds)
 	w.proxy = newIMDSProxy(t, w.mock.URL)
+	for _, p := range o.hide {
+		w.proxy.hide(p)
+	}
 	endpoint := w.proxy.URL()
 	if o.direct {
 		endpoint = w.mock.URL
