@@ -26,9 +26,10 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/lifeboat ./cmd/lifeboat
 
 # distroless/static: CA certificates, tzdata, /etc/passwd with nonroot
-# (65532); no shell, no package manager.
+# (65532); no shell, no package manager. The binary is on PATH, so that
+# `kubectl exec deploy/lifeboat -- lifeboat check` works.
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/lifeboat /lifeboat
+COPY --from=build /out/lifeboat /usr/local/bin/lifeboat
 USER 65532:65532
-ENTRYPOINT ["/lifeboat"]
+ENTRYPOINT ["/usr/local/bin/lifeboat"]
 CMD ["run"]

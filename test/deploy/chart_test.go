@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -190,13 +191,11 @@ func TestChartModes(t *testing.T) {
 				if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate.MaxSurge.IntValue() != 1 || s.RollingUpdate.MaxUnavailable.IntValue() != 0 {
 					t.Errorf("strategy = %+v, want RollingUpdate maxSurge 1 maxUnavailable 0", s)
 				}
-				args := ps.Containers[0].Args
-				for _, want := range []string{"run", "--mode=queue", "--queue-url=" + exampleQueue, "--region=us-east-1", "--cluster-name=prod",
-					"--leader-elect=true", "--lease-name=lb-lifeboat", "--lease-duration=15s", "--listen=:8080"} {
-					if !slices.Contains(args, want) {
-						t.Errorf("args %q lack %q", args, want)
-					}
+				if d := cmp.Diff([]string{"run"}, ps.Containers[0].Args); d != "" {
+					t.Errorf("args (-want +got):\n%s", d)
 				}
+				checkSettings(t, ps.Containers[0], map[string]string{"MODE": "queue", "QUEUE_URL": exampleQueue, "REGION": "us-east-1", "CLUSTER_NAME": "prod",
+					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s", "LISTEN": ":8080", "DRY_RUN": "false", "LOG_LEVEL": "info"})
 				checkDownwardEnv(t, ps.Containers[0].Env, map[string]string{"LIFEBOAT_POD_NAME": "metadata.name", "LIFEBOAT_POD_NAMESPACE": "metadata.namespace"})
 				pdb := r.one(t, "PodDisruptionBudget")
 				if mu, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(mu) != "1" {
@@ -230,15 +229,7 @@ func TestChartModes(t *testing.T) {
 				}
 				checkPodSecurity(t, ps)
 				checkDownwardEnv(t, ps.Containers[0].Env, map[string]string{"LIFEBOAT_POD_NAME": "metadata.name", "LIFEBOAT_POD_NAMESPACE": "metadata.namespace", "LIFEBOAT_NODE_NAME": "spec.nodeName"})
-				args := ps.Containers[0].Args
-				for _, a := range args {
-					if strings.HasPrefix(a, "--leader-elect") || strings.HasPrefix(a, "--queue-url") || strings.HasPrefix(a, "--lease") {
-						t.Errorf("imds mode passes queue-mode flag %q", a)
-					}
-				}
-				if !slices.Contains(args, "--mode=imds") {
-					t.Errorf("args %q lack --mode=imds", args)
-				}
+				checkSettings(t, ps.Containers[0], map[string]string{"MODE": "imds", "LISTEN": ":8080", "DRY_RUN": "false", "LOG_LEVEL": "info"})
 				if slices.Contains(names(r.find("Role")), "lb-lifeboat-leader-election") {
 					t.Error("imds mode grants leases")
 				}
@@ -263,12 +254,11 @@ func TestChartModes(t *testing.T) {
 				if ps.PriorityClassName != "node-critical-custom" || ps.NodeSelector["lifecycle"] != "Ec2Spot" {
 					t.Errorf("priorityClassName %q nodeSelector %v", ps.PriorityClassName, ps.NodeSelector)
 				}
-				args := ps.Containers[0].Args
-				for _, want := range []string{"--mode=imds", "--imds-endpoint=http://127.0.0.1:1338", "--log-format=text", "--log-level=debug", "--dry-run=true", "--drain-on="} {
-					if !slices.Contains(args, want) {
-						t.Errorf("args %q lack %q", args, want)
-					}
+				if d := cmp.Diff([]string{"run", "--drain-on="}, ps.Containers[0].Args); d != "" {
+					t.Errorf("cordonOnly: args (-want +got):\n%s", d)
 				}
+				checkSettings(t, ps.Containers[0], map[string]string{"MODE": "imds", "IMDS_ENDPOINT": "http://127.0.0.1:1338", "LOG_FORMAT": "text", "LOG_LEVEL": "debug",
+					"DRY_RUN": "true", "LISTEN": ":8080"})
 			},
 		},
 		{
@@ -282,13 +272,10 @@ func TestChartModes(t *testing.T) {
 				if *d.Spec.Replicas != 3 || d.Spec.Template.Spec.PriorityClassName != "custom" {
 					t.Errorf("replicas %d priorityClassName %q", *d.Spec.Replicas, d.Spec.Template.Spec.PriorityClassName)
 				}
-				args := d.Spec.Template.Spec.Containers[0].Args
-				for _, want := range []string{"--mode=queue", "--region=eu-west-1", "--workers=4", "--unknown-instance=delete", "--heartbeat-interval=30s", "--log-format=json",
-					"--drain-on=spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate,rebalance-recommendation"} {
-					if !slices.Contains(args, want) {
-						t.Errorf("args %q lack %q", args, want)
-					}
-				}
+				checkSettings(t, d.Spec.Template.Spec.Containers[0], map[string]string{"MODE": "queue", "QUEUE_URL": exampleQueue, "REGION": "eu-west-1", "WORKERS": "4",
+					"UNKNOWN_INSTANCE": "delete", "HEARTBEAT_INTERVAL": "30s", "LOG_FORMAT": "json", "LOG_LEVEL": "info", "DRY_RUN": "false", "LISTEN": ":8080",
+					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s",
+					"DRAIN_ON": "spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate,rebalance-recommendation"})
 				sa := r.one(t, "ServiceAccount")
 				if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] == "" {
 					t.Error("IRSA annotation missing on the ServiceAccount")
@@ -303,9 +290,8 @@ func TestChartModes(t *testing.T) {
 				if !grants(cr.Rules, "", "pods", "delete") {
 					t.Errorf("ClusterRole %v does not grant pods delete", cr.Rules)
 				}
-				args := into[appsv1.Deployment](t, r.one(t, "Deployment")).Spec.Template.Spec.Containers[0].Args
-				if !slices.Contains(args, "--force-delete-at-deadline=true") {
-					t.Errorf("args %q lack --force-delete-at-deadline=true", args)
+				if v := settings(into[appsv1.Deployment](t, r.one(t, "Deployment")).Spec.Template.Spec.Containers[0])["FORCE_DELETE_AT_DEADLINE"]; v != "true" {
+					t.Errorf("LIFEBOAT_FORCE_DELETE_AT_DEADLINE = %q, want true", v)
 				}
 				def := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue})
 				if grants(into[rbacv1.ClusterRole](t, def.one(t, "ClusterRole")).Rules, "", "pods", "delete") {
@@ -324,8 +310,8 @@ func TestChartModes(t *testing.T) {
 				if len(ps.TopologySpreadConstraints) != 0 {
 					t.Errorf("spread constraints with []: %v", ps.TopologySpreadConstraints)
 				}
-				if !slices.Contains(ps.Containers[0].Args, "--leader-elect=false") {
-					t.Errorf("args %q lack --leader-elect=false", ps.Containers[0].Args)
+				if v := settings(ps.Containers[0])["LEADER_ELECT"]; v != "false" {
+					t.Errorf("LIFEBOAT_LEADER_ELECT = %q, want false", v)
 				}
 				if slices.Contains(names(r.find("Role")), "lb-lifeboat-leader-election") {
 					t.Error("leases granted without leader election")
@@ -411,6 +397,27 @@ func checkDownwardEnv(t *testing.T, env []corev1.EnvVar, want map[string]string)
 	}
 	if len(got) != len(want) {
 		t.Errorf("downward env %v, want exactly %v", got, want)
+	}
+}
+
+// settings are the container's LIFEBOAT_* variables with plain values, by
+// flag (QUEUE_URL for LIFEBOAT_QUEUE_URL).
+func settings(c corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.Env {
+		if k, ok := strings.CutPrefix(e.Name, "LIFEBOAT_"); ok && e.ValueFrom == nil {
+			out[k] = e.Value
+		}
+	}
+	return out
+}
+
+// checkSettings checks that the container's configuration is exactly want:
+// lifeboat's defaults apply to everything else.
+func checkSettings(t *testing.T, c corev1.Container, want map[string]string) {
+	t.Helper()
+	if d := cmp.Diff(want, settings(c)); d != "" {
+		t.Errorf("LIFEBOAT_* settings (-want +got):\n%s", d)
 	}
 }
 

@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +78,8 @@ func TestUpgradeOnOneNodeF5(t *testing.T) {
 			if p.Spec.NodeName != node.Name {
 				t.Errorf("pod %s on %q, want the control-plane node", p.Name, p.Spec.NodeName)
 			}
-			if !slices.Contains(p.Spec.Containers[0].Args, "--log-level=debug") {
-				t.Errorf("pod %s args %q: the changed value did not roll out", p.Name, p.Spec.Containers[0].Args)
+			if v := settings(p.Spec.Containers[0])["LOG_LEVEL"]; v != "debug" {
+				t.Errorf("pod %s has LIFEBOAT_LOG_LEVEL %q: the changed value did not roll out", p.Name, v)
 			}
 		}
 	})
@@ -106,8 +105,8 @@ func TestUpgradeOnOneNodeF5(t *testing.T) {
 			if len(pods) != 1 || pods[0].Spec.NodeName != node.Name || pods[0].Spec.HostNetwork != hostNetwork {
 				t.Fatalf("pods after the upgrade: %v; want one on the control-plane node", podSummary(pods))
 			}
-			if !slices.Contains(pods[0].Spec.Containers[0].Args, "--log-level=debug") {
-				t.Errorf("args %q: the changed value did not roll out", pods[0].Spec.Containers[0].Args)
+			if v := settings(pods[0].Spec.Containers[0])["LOG_LEVEL"]; v != "debug" {
+				t.Errorf("LIFEBOAT_LOG_LEVEL %q: the changed value did not roll out", v)
 			}
 		})
 	}

@@ -273,9 +273,9 @@ func TestDockerfile(t *testing.T) {
 		"FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build",
 		"ARG TARGETOS", "ARG TARGETARCH", "ARG VERSION=dev",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
-		"COPY --from=build /out/lifeboat /lifeboat",
+		"COPY --from=build /out/lifeboat /usr/local/bin/lifeboat",
 		"USER 65532:65532",
-		`ENTRYPOINT ["/lifeboat"]`,
+		`ENTRYPOINT ["/usr/local/bin/lifeboat"]`,
 	} {
 		if !slices.Contains(instrs, want) {
 			t.Errorf("the Dockerfile lacks %q", want)

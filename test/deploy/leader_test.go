@@ -83,7 +83,7 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 
-	leaseName := argValue(w.container().Args, "--lease-name")
+	leaseName := settings(w.container())["LEASE_NAME"]
 	holder := func() string {
 		l, err := kube.Client.CoordinationV1().Leases(w.ns).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
@@ -284,15 +284,6 @@ func lifecycleMessage(token string, ps ...*proxy) string {
 					return m.MessageId
 				}
 			}
-		}
-	}
-	return ""
-}
-
-func argValue(args []string, flag string) string {
-	for _, a := range args {
-		if v, ok := strings.CutPrefix(a, flag+"="); ok {
-			return v
 		}
 	}
 	return ""

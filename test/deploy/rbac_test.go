@@ -294,7 +294,7 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 			return cond()
 		})
 	}
-	leaseName := argValue(w.container().Args, "--lease-name")
+	leaseName := settings(w.container())["LEASE_NAME"]
 	if err := until(15*time.Second, "lifeboat to hold the Lease", func() (bool, error) {
 		l, err := kube.Client.CoordinationV1().Leases(w.ns).Get(ctx, leaseName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -63,12 +63,13 @@ contradiction between the two is an error, never a guess. */}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* flag emits "--name=value" as a YAML list item when value is set (not
-null, not ""). */}}
+{{/* flag emits the environment variable of lifeboat's flag --name
+(LIFEBOAT_NAME) when value is set (not null, not ""). */}}
 {{- define "lifeboat.flag" -}}
 {{- $v := index . 1 -}}
 {{- if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v ""))) }}
-- {{ printf "--%s=%v" (index . 0) $v | quote }}
+- name: {{ printf "LIFEBOAT_%s" (index . 0 | replace "-" "_" | upper) }}
+  value: {{ printf "%v" $v | quote }}
 {{- end -}}
 {{- end -}}
 
@@ -93,21 +94,23 @@ enableRebalanceDraining; null when lifeboat's default applies. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* The container's arguments. Only options that apply to the mode are
-passed (lifeboat refuses the others). */}}
-{{- define "lifeboat.args" -}}
+{{/* lifeboat's configuration, as LIFEBOAT_* environment variables (so that
+`kubectl exec ... -- lifeboat check` sees the same configuration as the
+running process). Only options that apply to the mode are set (lifeboat
+refuses the others). */}}
+{{- define "lifeboat.settings" -}}
 {{- $mode := include "lifeboat.mode" . -}}
-- run
-- {{ printf "--mode=%s" $mode | quote }}
+{{- include "lifeboat.flag" (list "mode" $mode) }}
 {{- include "lifeboat.flag" (list "listen" (printf ":%v" .Values.port)) }}
 {{- include "lifeboat.flag" (list "dry-run" .Values.dryRun) }}
 {{- $drainOn := include "lifeboat.drainOn" . }}
-{{- if ne $drainOn "<default>" }}
-- {{ printf "--drain-on=%s" $drainOn | quote }}
+{{- if and (ne $drainOn "<default>") (ne $drainOn "") }}
+- name: LIFEBOAT_DRAIN_ON
+  value: {{ $drainOn | quote }}
 {{- end }}
 {{- include "lifeboat.flag" (list "scheduled-change-lead" .Values.scheduledChangeLead) }}
 {{- if .Values.forceDeleteAtDeadline }}
-- "--force-delete-at-deadline=true"
+{{- include "lifeboat.flag" (list "force-delete-at-deadline" true) }}
 {{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
@@ -127,7 +130,7 @@ passed (lifeboat refuses the others). */}}
 {{- include "lifeboat.flag" (list "aws-endpoint" .Values.awsEndpoint) }}
 {{- include "lifeboat.flag" (list "cluster-name" .Values.clusterName) }}
 {{- if .Values.managedASGs }}
-- {{ printf "--managed-asg=%s" (join "," .Values.managedASGs) | quote }}
+{{- include "lifeboat.flag" (list "managed-asg" (join "," .Values.managedASGs)) }}
 {{- end }}
 {{- include "lifeboat.flag" (list "workers" .Values.workers) }}
 {{- include "lifeboat.flag" (list "visibility-timeout" .Values.visibilityTimeout) }}
@@ -150,9 +153,9 @@ passed (lifeboat refuses the others). */}}
 {{- include "lifeboat.flag" (list "lifecycle-timeout-result" .Values.lifecycleTimeoutResult) }}
 {{- include "lifeboat.flag" (list "launch-ready-timeout" .Values.launchReadyTimeout) }}
 {{- include "lifeboat.flag" (list "launch-timeout-result" .Values.launchTimeoutResult) }}
-- {{ printf "--leader-elect=%v" .Values.leaderElection.enabled | quote }}
+{{- include "lifeboat.flag" (list "leader-elect" .Values.leaderElection.enabled) }}
 {{- if .Values.leaderElection.enabled }}
-- {{ printf "--lease-name=%s" (include "lifeboat.leaseName" .) | quote }}
+{{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}
 {{- include "lifeboat.flag" (list "lease-duration" .Values.leaderElection.leaseDuration) }}
 {{- end }}
 {{- else }}
@@ -173,9 +176,6 @@ passed (lifeboat refuses the others). */}}
 {{- include "lifeboat.flag" (list "imds-poll-interval" .Values.imdsPollInterval) }}
 {{- include "lifeboat.flag" (list "imds-allow-v1" .Values.imdsAllowV1) }}
 {{- end }}
-{{- range .Values.extraArgs }}
-- {{ . | quote }}
-{{- end }}
 {{- end -}}
 
 {{/* The container's environment: lifeboat's own pod (never evicted by
@@ -195,6 +195,7 @@ itself) and, in imds mode, its node, from the downward API. */}}
     fieldRef:
       fieldPath: spec.nodeName
 {{- end }}
+{{- include "lifeboat.settings" . }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -206,7 +207,14 @@ itself) and, in imds mode, its node, from the downward API. */}}
   image: {{ include "lifeboat.image" . | quote }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
   args:
-    {{- include "lifeboat.args" . | nindent 4 }}
+    - run
+    {{- if eq (include "lifeboat.drainOn" .) "" }}
+    {{- /* Nothing drains: an empty variable would mean "unset", a flag does not. */}}
+    - "--drain-on="
+    {{- end }}
+    {{- range .Values.extraArgs }}
+    - {{ . | quote }}
+    {{- end }}
   env:
     {{- include "lifeboat.env" . | nindent 4 }}
   ports:
