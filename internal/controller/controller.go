@@ -136,7 +136,6 @@ type nodeWork struct {
 	beats      map[string]context.CancelFunc // heartbeat loops by token
 	reported   map[string]bool               // Event reasons already reported
 	notified   map[notify.Phase]bool
-	cordonedAt time.Time
 }
 
 // messageWork tracks one queue message across the nodes it names.

@@ -101,12 +101,12 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	ids := w.createGroup(group, 3)
 	scaled, spot, bystander := ids[0], ids[1], ids[2]
 	// The hook's timeout outlasts a message's redelivery after a kill (the
-	// 10 s visibility timeout). The heartbeat point uses 10 s: heartbeats
-	// every 5 s, and a kill just before the second one leaves a restarted
-	// lifeboat 5 s to resume them.
+	// 10 s visibility timeout). The heartbeat point uses 8 s: heartbeats
+	// every 4 s, and a kill just before the second one leaves a restarted
+	// lifeboat 4 s to resume them.
 	timeout := int32(20)
 	if point == killBetweenHeartbeats {
-		timeout = 10
+		timeout = 8
 	}
 	w.putHook(group, "drain", terminating, timeout, "ABANDON")
 
@@ -119,7 +119,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 		for k := range 3 {
 			shutdown := 500*time.Millisecond + time.Duration(rng.IntN(1500))*time.Millisecond
 			if point == killBetweenHeartbeats && id == scaled && k == 0 {
-				shutdown = 20 * time.Second
+				shutdown = 14 * time.Second
 			}
 			node := w.nodeName(id)
 			g.Go(func() error {
@@ -247,7 +247,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	w.sqsProxy.SetIntercept(nil)
 	w.asProxy.SetIntercept(nil)
 	w.restart()
-	if rng.IntN(3) == 0 {
+	if rng.IntN(4) == 0 {
 		d := time.Duration(rng.IntN(3000)) * time.Millisecond
 		select {
 		case <-time.After(d):

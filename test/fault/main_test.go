@@ -10,7 +10,7 @@
 // Randomness comes from one seed, printed by every test that uses it; set
 // LIFEBOAT_FAULT_SEED to replay a run. Long variants: LIFEBOAT_FAULT_ITERATIONS
 // (crash iterations beyond one per named kill point), LIFEBOAT_SOAK_DURATION
-// (soak length, default 1m). docs/reliability.md records the figures.
+// (soak length, default 45s). docs/reliability.md records the figures.
 package fault
 
 import (

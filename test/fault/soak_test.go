@@ -30,7 +30,7 @@ type soakSample struct {
 }
 
 // TestSoak runs a stream of interruptions for LIFEBOAT_SOAK_DURATION
-// (default 1m; the long variant is 30m): eight workers each create a node
+// (default 45s in CI; the long variant is 30m): eight workers each create a node
 // with a pod, interrupt it with a Spot notice, wait until lifeboat drained
 // it, and replace the node (deleted, and a new instance joins under the
 // same name, as a node restart does). Every 5 s lifeboat's RSS
@@ -39,7 +39,7 @@ type soakSample struct {
 // stops, goroutines and descriptors are back near their level after the
 // warm-up, and RSS in the last third is not far above the first.
 func TestSoak(t *testing.T) {
-	d := envDuration(t, "LIFEBOAT_SOAK_DURATION", time.Minute)
+	d := envDuration(t, "LIFEBOAT_SOAK_DURATION", 45*time.Second)
 	w := newWorld(t, worldOptions{flags: []string{"--unknown-instance", "delete", "--log-level", "info"}, timeout: d + 3*time.Minute})
 	ns := kube.Namespace(t)
 	var cycles atomic.Int64

@@ -392,6 +392,8 @@ func (w *world) nodeEvents(node, reason string) int {
 	return n
 }
 
+func metav1GetOptions() metav1.GetOptions { return metav1.GetOptions{} }
+
 func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {
