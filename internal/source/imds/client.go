@@ -2,6 +2,7 @@ package imds
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
@@ -33,8 +34,12 @@ func NewClient(endpoint string, allowV1 bool) *awsimds.Client {
 // tokenFailed reports whether err is the failure to get an IMDSv2 token
 // (the SDK's internal getToken operation) rather than the answer to the
 // metadata request itself: a 404 from the token endpoint must not read as
-// "nothing announced".
+// "nothing announced". The SDK wraps the token error in a type without
+// Unwrap, so its message is checked too.
 func tokenFailed(err error) bool {
+	if err != nil && strings.Contains(err.Error(), "failed to get API token") {
+		return true
+	}
 	for err != nil {
 		var op *smithy.OperationError
 		if !errors.As(err, &op) {

@@ -20,6 +20,7 @@ import (
 type httpIMDS struct {
 	tokens     bool // the token endpoint exists
 	requireV2  bool
+	rejectAll  bool // every token is refused (401), as after a restart of the service
 	mu         sync.Mutex
 	puts, gets int
 	v1Gets     int
@@ -51,7 +52,7 @@ func (h *httpIMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-	} else if tok != "tok" {
+	} else if tok != "tok" || h.rejectAll {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -123,5 +124,30 @@ func TestClientDown(t *testing.T) {
 	}
 	if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("a failed poll took %v", d)
+	}
+}
+
+// A token endpoint that starts answering 404 after lifeboat has its
+// instance ID (tokens rejected with 401, no new one to be had) is an
+// outage, not "every path is absent": the real SDK's error must be
+// recognised as a token failure.
+func TestClientTokenLostIsAnOutage(t *testing.T) {
+	h := &httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	s := New(NewClient(srv.URL, false), clock.RealClock{}, discard, Options{})
+	if err := s.Poll(t.Context(), func([]event.Event) {}); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.tokens = false
+	h.rejectAll = true
+	h.mu.Unlock()
+	err := s.Poll(t.Context(), func([]event.Event) {})
+	if err == nil {
+		t.Fatal("Poll without a usable token: no error")
+	}
+	if !tokenFailed(err) {
+		t.Errorf("error not recognised as a token failure: %v", err)
 	}
 }
