@@ -50,6 +50,7 @@ func runIMDS(ctx context.Context, cfg config.Config, deps controller.Deps, polic
 		return err
 	}
 
+	deps.Metrics.SourceHealthy.WithLabelValues(string(event.SourceIMDS)).Set(0) // until the first poll answers
 	var checkInstance sync.Once
 	var source *imdssrc.Source
 	source = imdssrc.New(imdssrc.NewClient(cfg.IMDSEndpoint, cfg.IMDSAllowV1), deps.Clock, log, imdssrc.Options{
