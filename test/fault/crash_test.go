@@ -92,7 +92,7 @@ func TestCrashMidWork(t *testing.T) {
 }
 
 // crashIteration runs one scenario with a kill at point (and, one time in
-// three, a second kill at a random time after the restart), checks the
+// four, a second kill at a random time after the restart), checks the
 // outcome and returns the number of kills.
 func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint) int {
 	t := w.t
