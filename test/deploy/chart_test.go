@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -54,40 +53,30 @@ func render(release, namespace string, values map[string]any) (*rendered, error)
 		return nil, fmt.Errorf("rendering: %w", err)
 	}
 	out := &rendered{}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		content := files[name]
+	for name, content := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
 			out.Notes = content
+			delete(files, name)
+		}
+	}
+	// In the order `helm install` creates them (ServiceAccount before the
+	// Deployment whose pods need it, ...).
+	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, fmt.Errorf("sorting manifests: %w", err)
+	}
+	if len(hooks) > 0 {
+		return nil, fmt.Errorf("the chart has %d hooks; this renderer applies none", len(hooks))
+	}
+	for _, m := range manifests {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(m.Content), &obj); err != nil {
+			return nil, fmt.Errorf("%s: %w\n%s", m.Name, err, m.Content)
+		}
+		if len(obj) == 0 {
 			continue
 		}
-		if strings.HasPrefix(filepath.Base(name), "_") {
-			continue
-		}
-		docs := releaseutil.SplitManifests(content)
-		keys := make([]string, 0, len(docs))
-		for k := range docs {
-			keys = append(keys, k)
-		}
-		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
-		for _, k := range keys {
-			doc := strings.TrimSpace(docs[k])
-			if doc == "" {
-				continue
-			}
-			var m map[string]any
-			if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-				return nil, fmt.Errorf("%s: %w\n%s", name, err, doc)
-			}
-			if len(m) == 0 {
-				continue
-			}
-			out.Objects = append(out.Objects, &unstructured.Unstructured{Object: m})
-		}
+		out.Objects = append(out.Objects, &unstructured.Unstructured{Object: obj})
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -48,6 +49,7 @@ func TestUpgradeOnOneNodeF5(t *testing.T) {
 
 	t.Run("queue mode Deployment", func(t *testing.T) {
 		ns := kube.Namespace(t)
+		enforceRestricted(ctx, t, ns)
 		values := func(tag, logLevel string) map[string]any {
 			return map[string]any{"queueURL": exampleQueue, "awsRegion": "us-east-1", "clusterName": clusterName,
 				"image": map[string]any{"tag": tag}, "logLevel": logLevel, "podAnnotations": fastShutdown}
@@ -87,6 +89,9 @@ func TestUpgradeOnOneNodeF5(t *testing.T) {
 	for _, hostNetwork := range []bool{false, true} {
 		t.Run(fmt.Sprintf("imds mode DaemonSet hostNetwork=%v", hostNetwork), func(t *testing.T) {
 			ns := kube.Namespace(t)
+			if !hostNetwork {
+				enforceRestricted(ctx, t, ns)
+			}
 			values := func(tag, logLevel string) map[string]any {
 				return map[string]any{"mode": "imds", "useHostNetwork": hostNetwork, "image": map[string]any{"tag": tag}, "logLevel": logLevel, "podAnnotations": fastShutdown}
 			}
@@ -203,6 +208,18 @@ func TestUpgradeOnOneNodeF5(t *testing.T) {
 			}
 			t.Logf("stuck as expected: %s", msg)
 		})
+	}
+}
+
+// enforceRestricted makes the API server admit only pods that meet the
+// restricted Pod Security Standard in ns (Pod Security admission): the
+// chart's pods must (except with host network, which no standard but
+// privileged allows).
+func enforceRestricted(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	if _, err := kube.Client.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 
