@@ -16,7 +16,7 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler etcd kwok ec2-metadata-mock
 
-.PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean
+.PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean demo
 all: build
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -35,6 +35,15 @@ IMAGE_FLAGS ?=
 .PHONY: image
 image:
 	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_FLAGS) .
+
+# demo plays a Spot interruption, a scale-in and a warm-pool launch against
+# the embedded testbed with the real lifeboat binary, prints a live timeline
+# and writes out/demo-timeline.html (docs/demo.md). DEMO_FLAGS go to the
+# program (e.g. -keep, -pod-shutdown 20s).
+DEMO_FLAGS ?=
+demo: tools build
+	$(GO) build -o $(BIN)/demo ./hack/demo
+	$(BIN)/demo -lifeboat $(BIN)/lifeboat $(DEMO_FLAGS)
 
 # test runs every test: unit tests and the end-to-end tests on the testbed
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
@@ -63,10 +72,12 @@ test-unit:
 test-e2e: tools
 	$(GO) test -count=1 -timeout 30m -p 1 ./test/...
 
-# fuzz runs the parser's fuzz target for a bounded time (CI: 30 s).
+# fuzz runs the fuzz targets of the SQS message parser and of the IMDS
+# response parser, each for a bounded time (CI: 30 s each).
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/message
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/source/imds
 
 docs:
 	$(GO) run ./hack/gendocs
