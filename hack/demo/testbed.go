@@ -75,7 +75,7 @@ func (d *demo) startTestbed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.tl.say("testbed up in %s (control plane %s)", time.Since(began).Round(100*time.Millisecond), env.StartupTime.Round(100*time.Millisecond))
+	d.tl.say("testbed up in %s", time.Since(began).Round(100*time.Millisecond))
 
 	d.stack, err = testenv.CreateQueueStack(ctx, moto.Endpoint, "lifeboat")
 	if err != nil {
