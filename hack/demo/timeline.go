@@ -308,13 +308,6 @@ func (t *timeline) current() string {
 	return t.scenes[len(t.scenes)-1].Name
 }
 
-// started returns a scene's start.
-func (t *timeline) started(scene string) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.byName[scene].Start
-}
-
 // waitFor polls cond until it holds; it fails after timeout with what.
 func (t *timeline) waitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
