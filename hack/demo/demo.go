@@ -131,7 +131,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) (res *result, err er
 		} else {
 			removed = "; kept " + tmp + " (component logs)"
 		}
-		d.tl.say("stopped %d processes%s", n, removed)
+		d.tl.say("stopped %d %s%s", n, map[bool]string{true: "process", false: "processes"}[n == 1], removed)
 		if len(left) > 0 {
 			err = errors.Join(err, fmt.Errorf("processes still running after the stop: %v", left))
 		}
@@ -142,7 +142,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer) (res *result, err er
 		} else {
 			d.tl.say("timeline: %s", res.TimelinePath)
 		}
-		d.tl.say("lifeboat's JSON log: %s", res.LogPath)
+		if d.lifeboat != nil {
+			d.tl.say("lifeboat's JSON log: %s", res.LogPath)
+		}
 		if interrupted && err != nil {
 			err = fmt.Errorf("%w: %w", errInterrupted, err)
 		}
