@@ -38,7 +38,15 @@ import (
 const (
 	// AnnotationDrained records when lifeboat finished a node.
 	AnnotationDrained = "lifeboat.io/drained"
+	// AnnotationDoneEvents holds the JSON list of the IDs of the last events
+	// lifeboat finished on the node (at most maxDoneEvents), so that a
+	// message redelivered after a restart (lifeboat died between finishing
+	// the node and deleting the message) is recognised as done.
+	AnnotationDoneEvents = "lifeboat.io/done-events"
 )
+
+// maxDoneEvents bounds the event IDs kept in AnnotationDoneEvents.
+const maxDoneEvents = 32
 
 // maxPersistedEvents bounds the events kept in a node's annotation.
 const maxPersistedEvents = 32
@@ -598,7 +606,8 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event)
 	c.Metrics.NodesInFlight.Dec()
 	if len(evs) > 0 {
 		// The node is done: forget its events, keep the cordon and taints.
-		err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339)})
+		err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
+			AnnotationDoneEvents: c.doneEvents(w.name, evs)})
 		if err != nil && !errors.Is(err, drain.ErrNodeGone) {
 			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
 		}
@@ -610,6 +619,40 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event)
 		c.messageDone(ctx, m, false)
 	}
 	return true
+}
+
+// doneEvents returns the node's done-events annotation with evs added
+// (oldest dropped beyond maxDoneEvents).
+func (c *Controller) doneEvents(node string, evs []event.Event) string {
+	ids := c.doneOnNode(node)
+	for _, e := range evs {
+		if !slices.Contains(ids, e.ID) {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) > maxDoneEvents {
+		ids = ids[len(ids)-maxDoneEvents:]
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// doneOnNode returns the IDs of the events recorded as done on a node.
+func (c *Controller) doneOnNode(node string) []string {
+	n, ok := c.Nodes.ByName(node)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	if raw := n.Annotations[AnnotationDoneEvents]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ids); err != nil {
+			return nil
+		}
+	}
+	return ids
 }
 
 // notifyOnce sends one notification per phase per node work.

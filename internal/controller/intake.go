@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,9 @@ func (c *Controller) HandleMessage(ctx context.Context, msg sqs.Message) {
 				m.leave = true
 			}
 			continue
+		}
+		if slices.Contains(c.doneOnNode(node), e.ID) {
+			continue // finished by an earlier run; its message outlived it
 		}
 		byNode[node] = append(byNode[node], e)
 		instanceOf[node] = e.InstanceID

@@ -100,11 +100,13 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	group := fmt.Sprintf("crash%02d-%s", i, testenv.UniqueName("g"))
 	ids := w.createGroup(group, 3)
 	scaled, spot, bystander := ids[0], ids[1], ids[2]
-	// The hook's timeout outlasts a message's redelivery after a kill (the
-	// 10 s visibility timeout). The heartbeat point uses 8 s: heartbeats
-	// every 4 s, and a kill just before the second one leaves a restarted
-	// lifeboat 4 s to resume them.
-	timeout := int32(20)
+	// The hook's timeout outlasts a message's redelivery after a kill: a
+	// long poll of the killed process still open at SQS (up to 20 s) may
+	// take the message, which then stays invisible for the 10 s visibility
+	// timeout. The heartbeat point uses 8 s: heartbeats every 4 s, and a
+	// kill just before the second one leaves a restarted lifeboat 4 s to
+	// resume them (its messages were received long before).
+	timeout := int32(45)
 	if point == killBetweenHeartbeats {
 		timeout = 8
 	}

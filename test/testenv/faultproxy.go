@@ -77,7 +77,8 @@ type FaultProxyOptions struct {
 	Target   string
 	Protocol Protocol
 	// Rate is the probability (0..1) that a request gets a fault instead of
-	// being forwarded.
+	// being forwarded. Faulted requests are drawn at random, but the count
+	// stays within one of Rate × requests.
 	Rate float64
 	// Faults are used in turn (the first faulted request gets the first,
 	// and so on), so that every kind is injected; empty means AllFaults.
@@ -111,6 +112,7 @@ type FaultProxy struct {
 	rng       *mrand.Rand
 	rate      float64
 	nfaults   int
+	eligible  int
 	intercept func(Exchange) bool
 	requests  map[string]int
 	faults    map[Fault]int
@@ -171,6 +173,12 @@ func (p *FaultProxy) SetIntercept(f func(Exchange) bool) {
 	p.mu.Lock()
 	p.intercept = f
 	p.mu.Unlock()
+}
+
+func (p *FaultProxy) currentIntercept() func(Exchange) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.intercept
 }
 
 // ProxyStats are a FaultProxy's counts since it started.
@@ -267,7 +275,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		drop(w, true)
 		return
 	}
-	if intercept != nil && !intercept(Exchange{Action: action, Stage: AfterResponse, Request: body, Status: resp.StatusCode, Response: respBody}) {
+	// Read again: a long poll may outlive the intercept it started under.
+	if intercept := p.currentIntercept(); intercept != nil && !intercept(Exchange{Action: action, Stage: AfterResponse, Request: body, Status: resp.StatusCode, Response: respBody}) {
 		drop(w, true)
 		return
 	}
@@ -291,7 +300,13 @@ func (p *FaultProxy) decide(action string) (Fault, func(Exchange) bool) {
 	if p.rate <= 0 || (len(p.o.Actions) > 0 && !slices.Contains(p.o.Actions, action)) {
 		return "", p.intercept
 	}
-	if p.rng.Float64() >= p.rate {
+	// Random, but never more than one fault away from rate × requests, so
+	// that a short scenario still gets its share of every kind.
+	p.eligible++
+	expected := float64(p.eligible) * p.rate
+	switch {
+	case float64(p.nfaults) < expected-1:
+	case float64(p.nfaults)+1 > expected+1, p.rng.Float64() >= p.rate:
 		return "", p.intercept
 	}
 	f := p.o.Faults[p.nfaults%len(p.o.Faults)]
