@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -142,21 +143,13 @@ func without(t testing.TB, objs []*unstructured.Unstructured, releaseNS string, 
 
 // The chart's RBAC is exactly what lifeboat uses. With the rendered
 // ServiceAccount, roles and bindings, the real binary (run with the
-// Deployment's rendered arguments and a token of that ServiceAccount) goes
+// Deployment's rendered settings and a token of that ServiceAccount) goes
 // through a full queue-mode scenario: a terminate lifecycle action with
 // heartbeats, a Spot interruption whose PDB-guarded pod is force-deleted at
-// the deadline, a repeated interruption. With any one grant removed, the
-// same scenario fails: no grant is unused.
+// the deadline, a repeated interruption, a concurrent writer on the nodes.
+// With any one grant removed, the same scenario fails: no grant is unused.
 func TestRBACLeastPrivilege(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
-	defer cancel()
-	base := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue, "forceDeleteAtDeadline": true})
-	all := grantsOf(t, base, "lifeboat")
-	var got []string
-	for _, g := range all {
-		got = append(got, g.String())
-	}
-	want := []string{
+	leastPrivilege(t, map[string]any{"queueURL": exampleQueue}, []string{
 		"coordination.k8s.io/leases create in Role release",
 		"coordination.k8s.io/leases get (by name) in Role release",
 		"coordination.k8s.io/leases update (by name) in Role release",
@@ -171,6 +164,43 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"pods list in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
+	}, rbacScenario)
+}
+
+// The same for IMDS mode: the DaemonSet's rendered settings and roles (no
+// leases: no election), the binary reading the metadata mock of its node:
+// a Spot interruption whose PDB-guarded pod is force-deleted at the
+// deadline, then a second notice.
+func TestRBACLeastPrivilegeIMDS(t *testing.T) {
+	leastPrivilege(t, map[string]any{"mode": "imds"}, []string{
+		"events create in Role default",
+		"events patch in Role default",
+		"nodes get in ClusterRole",
+		"nodes list in ClusterRole",
+		"nodes patch in ClusterRole",
+		"nodes update in ClusterRole",
+		"nodes watch in ClusterRole",
+		"pods delete in ClusterRole",
+		"pods list in ClusterRole",
+		"pods watch in ClusterRole",
+		"pods/eviction create in ClusterRole",
+	}, rbacScenarioIMDS)
+}
+
+// scenarioFunc runs a scenario with the chart's RBAC less drop, and returns
+// the first expectation that failed. barrier is called once lifeboat runs
+// (or failed to) and returns when every scenario running at once is there.
+type scenarioFunc func(ctx context.Context, t *testing.T, drop *grant, barrier func()) error
+
+func leastPrivilege(t *testing.T, values map[string]any, want []string, scenario scenarioFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	v := maps.Clone(values)
+	v["forceDeleteAtDeadline"] = true
+	all := grantsOf(t, mustRender(t, "lb", "lifeboat", v), "lifeboat")
+	var got []string
+	for _, g := range all {
+		got = append(got, g.String())
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("the chart grants (-want +got):\n%s", d)
@@ -181,10 +211,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		variants = append(variants, &all[i])
 	}
 	// t.Run from several goroutines: the scenarios run at once whatever
-	// -parallel is; each has its own release, queue, bus, group and nodes.
-	// Every lifeboat resumes the work recorded on any node of the cluster
-	// when it becomes leader, as it must (one lifeboat per cluster): so all
-	// of them start, and become leader or fail, before any node is touched.
+	// -parallel is; each has its own release, AWS side and nodes. In queue
+	// mode every lifeboat resumes the work recorded on any node of the
+	// cluster when it becomes leader, as it must (one lifeboat per cluster):
+	// so all of them start, and lead or fail, before any node is touched.
 	var wg sync.WaitGroup
 	var started sync.WaitGroup
 	started.Add(len(variants))
@@ -199,7 +229,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 				var once sync.Once
 				ready := func() { once.Do(started.Done) }
 				defer ready()
-				err := rbacScenario(ctx, t, drop, func() { ready(); started.Wait() })
+				err := scenario(ctx, t, drop, func() { ready(); started.Wait() })
 				switch {
 				case drop == nil && err != nil:
 					t.Fatalf("with the chart's RBAC: %v", err)
@@ -216,11 +246,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	wg.Wait()
 }
 
-// rbacScenario runs the full scenario with the chart's RBAC less drop, and
-// returns the first expectation that failed.
-//
-// barrier is called once lifeboat leads (or failed to) and returns when
-// every scenario running at once is there.
+// rbacScenario is the queue-mode scenario.
 func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
 	w, err := newWorld(t, ctx, rbacValues)
 	if err != nil {
@@ -259,25 +285,7 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 		return setupErr(t, err)
 	}
 
-	// lifeboat talks to the API server through a proxy that plays a
-	// concurrent writer: right before lifeboat's first update of a node, it
-	// changes the node (as another controller may), so that update answers
-	// 409 Conflict and lifeboat must read the node again.
-	kp := startProxy(t, kube.URL, kubeTransport(), true)
-	var bumped sync.Map
-	kp.setBefore(func(r *http.Request) {
-		name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/")
-		if r.Method != http.MethodPut || !ok || strings.Contains(name, "/") {
-			return
-		}
-		if _, done := bumped.LoadOrStore(name, true); done {
-			return
-		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"deploy.lifeboat.io/concurrent-writer":"%d"}}}`, time.Now().UnixNano())
-		if _, err := kube.Client.CoreV1().Nodes().Patch(r.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Errorf("concurrent write to node %s: %v", name, err)
-		}
-	})
+	kp := conflictingProxy(t)
 	kubeconfig, err := w.kubeconfig(kp.URL, kp.CA)
 	if err != nil {
 		return setupErr(t, err)
@@ -364,15 +372,133 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	if err := until(20*time.Second, "the queue to be empty", w.queueEmpty); err != nil {
 		return err
 	}
-	conflicts := 0
+	checkConflicted(t, kp)
+	return p.healthy()
+}
+
+// conflictingProxy is the API server as lifeboat sees it in these
+// scenarios: through a proxy that plays a concurrent writer. Right before
+// lifeboat's first update of a node, it changes the node (as another
+// controller may), so that the update answers 409 Conflict and lifeboat
+// must read the node again.
+func conflictingProxy(t *testing.T) *proxy {
+	kp := startProxy(t, kube.URL, kubeTransport(), true)
+	var bumped sync.Map
+	kp.setBefore(func(r *http.Request) {
+		name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/")
+		if r.Method != http.MethodPut || !ok || strings.Contains(name, "/") {
+			return
+		}
+		if _, done := bumped.LoadOrStore(name, true); done {
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"deploy.lifeboat.io/concurrent-writer":"%d"}}}`, time.Now().UnixNano())
+		if _, err := kube.Client.CoreV1().Nodes().Patch(r.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Errorf("concurrent write to node %s: %v", name, err)
+		}
+	})
+	return kp
+}
+
+// checkConflicted fails t unless a node update through kp answered 409: the
+// scenario exercised the concurrent writer.
+func checkConflicted(t *testing.T, kp *proxy) {
+	t.Helper()
 	for _, c := range kp.snapshot() {
 		if c.method == http.MethodPut && strings.HasPrefix(c.path, "/api/v1/nodes/") && c.status == http.StatusConflict {
-			conflicts++
+			return
 		}
 	}
-	if conflicts == 0 {
-		t.Errorf("no node update answered 409 Conflict: the scenario did not exercise the concurrent writer")
+	t.Errorf("no node update answered 409 Conflict: the scenario did not exercise the concurrent writer")
+}
+
+// rbacScenarioIMDS is the IMDS-mode scenario. The DaemonSet's pods watch
+// only their own node, so the scenarios need no barrier.
+func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
+	barrier()
+	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deadlineMargin": "1s",
+		"evictionBackoff": "500ms", "imdsPollInterval": "250ms"})
+	if err != nil {
+		return setupErr(t, err)
 	}
+	objs := w.rbacObjects()
+	if drop != nil {
+		objs = without(t, objs, w.ns, *drop)
+	}
+	applyForTest(t, objs)
+	instanceID := testenv.RandomInstanceID()
+	node := kube.Node(t, testenv.NodeSpec{InstanceID: instanceID}).Name
+	plain, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: 2 * time.Second})
+	if err != nil {
+		return setupErr(t, err)
+	}
+	// A Spot notice (terminate, a minute ahead) 1 s after the mock starts.
+	opts := testenv.IMDSOptions{Scenario: testenv.IMDSSpot, InstanceID: instanceID, After: time.Second, SpotTime: time.Now().Add(time.Minute)}
+	mock := testenv.StartIMDS(t, opts)
+	kp := conflictingProxy(t)
+	kubeconfig, err := w.kubeconfig(kp.URL, kp.CA)
+	if err != nil {
+		return setupErr(t, err)
+	}
+	p, err := w.startLifeboat(lifeboatOptions{name: w.release + "-" + testenv.UniqueName("ds"), node: node, kubeconfig: kubeconfig,
+		extra: []string{"--imds-endpoint=" + mock.URL}})
+	if err != nil {
+		return err
+	}
+	until := func(d time.Duration, what string, cond func() (bool, error)) error {
+		return eventually(ctx, d, what, func() (bool, error) {
+			if err := p.healthy(); err != nil {
+				return false, err
+			}
+			return cond()
+		})
+	}
+	gone := func(name string) (bool, error) {
+		_, err := kube.Client.CoreV1().Pods(w.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if err := until(20*time.Second, "the node cordoned, its pod evicted and the node marked drained", func() (bool, error) {
+		n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ok, err := gone(plain.Name)
+		return ok && n.Spec.Unschedulable && n.Annotations["lifeboat.io/drained"] != "", err
+	}); err != nil {
+		return err
+	}
+	// Then a pod guarded by a PDB, and a second notice (the action changed
+	// to stop, 9 s ahead; the same action would be the same interruption):
+	// a second work on the node, whose Cordoned Event is the first one
+	// counted again (events patch), and the guarded pod deleted at the
+	// deadline.
+	guarded, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	if err != nil {
+		return setupErr(t, err)
+	}
+	one := intstr.FromInt32(1)
+	if _, err := kube.CreatePDB(ctx, testenv.PDBSpec{Namespace: w.ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
+		return setupErr(t, err)
+	}
+	opts.After, opts.SpotAction, opts.SpotTime = 0, "stop", time.Now().Add(9*time.Second)
+	if err := mock.Restart(ctx, opts); err != nil {
+		return setupErr(t, err)
+	}
+	if err := until(20*time.Second, "the PDB-guarded pod force-deleted at the deadline", func() (bool, error) { return gone(guarded.Name) }); err != nil {
+		return err
+	}
+	for _, reason := range []string{"Cordoned", "Drained"} {
+		if err := until(5*time.Second, "two "+reason+" events on the node", func() (bool, error) {
+			n, err := nodeEvents(ctx, node, reason)
+			return n >= 2, err
+		}); err != nil {
+			return err
+		}
+	}
+	checkConflicted(t, kp)
 	return p.healthy()
 }
 

@@ -57,7 +57,8 @@ type world struct {
 }
 
 // newWorld creates the AWS side and renders the chart for it with values
-// (queueURL, awsRegion and clusterName are added).
+// (queueURL, awsRegion and clusterName are added); in IMDS mode (values
+// mode: imds) there is no AWS side.
 func newWorld(t *testing.T, ctx context.Context, values map[string]any) (*world, error) {
 	w := &world{t: t, ctx: ctx, ns: kube.Namespace(t), release: strings.ToLower(testenv.UniqueName("lb"))}
 	w.prefix = w.release
@@ -65,11 +66,13 @@ func newWorld(t *testing.T, ctx context.Context, values map[string]any) (*world,
 	w.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
 	w.eb = eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
 	w.as = autoscaling.NewFromConfig(cfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(sim.Endpoint()) })
-	if err := w.createStack(); err != nil {
-		return nil, err
-	}
 	v := maps.Clone(values)
-	v["queueURL"], v["awsRegion"], v["clusterName"] = w.queueURL, "us-east-1", clusterName
+	if v["mode"] != "imds" {
+		if err := w.createStack(); err != nil {
+			return nil, err
+		}
+		v["queueURL"], v["awsRegion"], v["clusterName"] = w.queueURL, "us-east-1", clusterName
+	}
 	r, err := render(w.release, w.ns, v)
 	if err != nil {
 		return nil, err
@@ -130,8 +133,11 @@ func (w *world) rbacObjects() []*unstructured.Unstructured {
 	return out
 }
 
-// container is the rendered Deployment's lifeboat container.
+// container is the rendered Deployment's (or DaemonSet's) lifeboat container.
 func (w *world) container() corev1.Container {
+	if ds := w.chart.find("DaemonSet"); len(ds) > 0 {
+		return into[appsv1.DaemonSet](w.t, ds[0]).Spec.Template.Spec.Containers[0]
+	}
 	d := into[appsv1.Deployment](w.t, w.chart.one(w.t, "Deployment"))
 	return d.Spec.Template.Spec.Containers[0]
 }
@@ -160,8 +166,9 @@ func (w *world) kubeconfig(server string, ca []byte) (string, error) {
 // lifeboatOptions say how a replica is run.
 type lifeboatOptions struct {
 	name       string // process and pod name
+	node       string // the pod's node (spec.nodeName), IMDS mode
 	kubeconfig string
-	endpoints  string   // --aws-endpoint
+	endpoints  string   // --aws-endpoint, queue mode
 	extra      []string // appended flags (later flags win)
 }
 
@@ -174,8 +181,10 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig, "--aws-endpoint="+o.endpoints,
-		fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig, fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	if o.endpoints != "" {
+		args = append(args, "--aws-endpoint="+o.endpoints)
+	}
 	args = append(args, o.extra...)
 	env := testenv.AWSEnv()
 	for _, e := range c.Env {
@@ -186,6 +195,8 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 			env = append(env, e.Name+"="+o.name)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+w.ns)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" && o.node != "":
+			env = append(env, e.Name+"="+o.node)
 		default:
 			return nil, fmt.Errorf("env %s: no downward API value in this test for %+v", e.Name, e.ValueFrom)
 		}
