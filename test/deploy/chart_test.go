@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -425,4 +427,28 @@ func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 		}
 	}
 	return false
+}
+
+// `helm lint` (the Helm SDK's linter) finds nothing to warn about, in
+// either mode.
+func TestChartLint(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+	}{
+		{"queue", map[string]any{"queueURL": exampleQueue}},
+		{"imds", map[string]any{"mode": "imds"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := lint.AllWithKubeVersion(chartDir(), tt.values, "lifeboat", &kubeVersion)
+			for _, m := range l.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %s", m)
+				} else {
+					t.Logf("helm lint: %s", m)
+				}
+			}
+		})
+	}
 }
