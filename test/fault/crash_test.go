@@ -236,13 +236,14 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 		poll(func() bool { return time.Now().After(at) })
 	}
 
+	scenarioStart := time.Now()
 	w.terminate(scaled)
 	w.spot(spot, time.Now())
 	kills := 0
 	select {
 	case at := <-killed:
 		kills++
-		t.Logf("iteration %d (%s): killed lifeboat %v into the scenario", i, point, at.Sub(iterStart).Round(time.Millisecond))
+		t.Logf("iteration %d (%s): killed lifeboat %v after the scale-in and the Spot notice were sent", i, point, at.Sub(scenarioStart).Round(time.Millisecond))
 	case <-time.After(45 * time.Second):
 		t.Fatalf("iteration %d: kill point %s never reached", i, point)
 	}
