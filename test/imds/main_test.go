@@ -6,11 +6,8 @@
 package imds
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -21,32 +18,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "lifeboat-imds-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if lifeboatBin, err = testenv.BuildLifeboat(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	// Pods are bound to their node directly: no scheduler needed.
-	kube, err = testenv.New(ctx, testenv.Options{NoScheduler: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the Kubernetes testbed:", err)
-		return 1
-	}
-	defer kube.Close()
-	code := m.Run()
-	if code != 0 {
-		kube.DumpLogs(os.Stderr, 20)
-	}
-	return code
+	os.Exit(testenv.SuiteMain(m, "imds", testenv.SuiteOptions{Kube: testenv.Options{NoScheduler: true}}, func(s *testenv.Suite) {
+		kube, lifeboatBin = s.Kube, s.Lifeboat
+	}))
 }
