@@ -1,0 +1,290 @@
+package bench
+
+// Report rendering for BenchmarkInterruptionBurst: pure functions from a
+// measured Result to a text table, JSON and an SVG chart, so that they can
+// be unit-tested without the testbed.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"html"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// NodeTimes are one node's moments, as seconds since the first message of
+// the burst was sent. A negative Cordoned or Drained means never seen.
+type NodeTimes struct {
+	Name     string  `json:"name"`
+	Sent     float64 `json:"sent_s"`
+	Cordoned float64 `json:"cordoned_s"`
+	Drained  float64 `json:"drained_s"`
+}
+
+// Percentiles of a latency distribution, in seconds.
+type Percentiles struct {
+	P50 float64 `json:"p50_s"`
+	P90 float64 `json:"p90_s"`
+	P99 float64 `json:"p99_s"`
+	Max float64 `json:"max_s"`
+}
+
+// Result is what one burst measured.
+type Result struct {
+	Date        string `json:"date"`
+	Command     string `json:"command"`
+	Nodes       int    `json:"nodes"`
+	PodsPerNode int    `json:"pods_per_node"`
+	// SendSeconds is how long the sender needed to put every message on
+	// the queue (SendMessageBatch, ten per call).
+	SendSeconds float64 `json:"send_s"`
+	// ToCordoned and ToDrained are message sent -> node cordoned / marked
+	// drained (lifeboat.io/drained), per node.
+	ToCordoned Percentiles `json:"to_cordoned"`
+	ToDrained  Percentiles `json:"to_drained"`
+	// AllCordoned and AllDrained are first message sent -> last node
+	// cordoned / drained.
+	AllCordoned float64 `json:"all_cordoned_s"`
+	AllDrained  float64 `json:"all_drained_s"`
+	// APIRequests is the API server's apiserver_request_total by verb,
+	// difference over the burst: every client (lifeboat, kwok, the
+	// controllers, the benchmark's own informer).
+	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`
+	// LifeboatRequests is lifeboat's own lifeboat_kube_requests_total by
+	// verb over the burst (events excluded, watches included as GET).
+	LifeboatRequests map[string]float64 `json:"lifeboat_requests_by_verb"`
+	// PeakRSSMiB is lifeboat's VmHWM at the end of the burst.
+	PeakRSSMiB float64     `json:"peak_rss_mib"`
+	PerNode    []NodeTimes `json:"per_node"`
+}
+
+// Summarize fills the percentiles and totals from PerNode.
+func (r *Result) Summarize() {
+	var cord, drain []float64
+	for _, n := range r.PerNode {
+		if n.Cordoned >= 0 {
+			cord = append(cord, n.Cordoned-n.Sent)
+			r.AllCordoned = max(r.AllCordoned, n.Cordoned)
+		}
+		if n.Drained >= 0 {
+			drain = append(drain, n.Drained-n.Sent)
+			r.AllDrained = max(r.AllDrained, n.Drained)
+		}
+	}
+	r.ToCordoned = percentiles(cord)
+	r.ToDrained = percentiles(drain)
+}
+
+// percentiles uses the nearest-rank method: the p-th percentile of n
+// sorted values is the value of rank ceil(p*n).
+func percentiles(v []float64) Percentiles {
+	if len(v) == 0 {
+		return Percentiles{}
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return v[min(max(i, 0), len(v)-1)]
+	}
+	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: v[len(v)-1]}
+}
+
+// CountOf returns how many nodes were cordoned and drained.
+func (r *Result) CountOf() (cordoned, drained int) {
+	for _, n := range r.PerNode {
+		if n.Cordoned >= 0 {
+			cordoned++
+		}
+		if n.Drained >= 0 {
+			drained++
+		}
+	}
+	return cordoned, drained
+}
+
+// JSON renders the result, indented.
+func (r *Result) JSON() ([]byte, error) {
+	return json.MarshalIndent(r, "", "  ")
+}
+
+// Table renders the result as a plain-text report.
+func (r *Result) Table() string {
+	var b strings.Builder
+	cord, drained := r.CountOf()
+	fmt.Fprintf(&b, "interruption burst: %d nodes x %d pods (%s)\n", r.Nodes, r.PodsPerNode, r.Date)
+	fmt.Fprintf(&b, "messages sent in %.2f s; %d/%d cordoned (last at %.2f s), %d/%d drained (last at %.2f s)\n\n",
+		r.SendSeconds, cord, r.Nodes, r.AllCordoned, drained, r.Nodes, r.AllDrained)
+	fmt.Fprintf(&b, "%-22s %8s %8s %8s %8s\n", "latency (s)", "p50", "p90", "p99", "max")
+	for _, row := range []struct {
+		name string
+		p    Percentiles
+	}{{"message -> cordoned", r.ToCordoned}, {"message -> drained", r.ToDrained}} {
+		fmt.Fprintf(&b, "%-22s %8.3f %8.3f %8.3f %8.3f\n", row.name, row.p.P50, row.p.P90, row.p.P99, row.p.Max)
+	}
+	verbs := map[string]bool{}
+	for v := range r.APIRequests {
+		verbs[v] = true
+	}
+	for v := range r.LifeboatRequests {
+		verbs[v] = true
+	}
+	fmt.Fprintf(&b, "\n%-10s %14s %10s\n", "verb", "apiserver(all)", "lifeboat")
+	var sumAll, sumLB float64
+	for _, v := range slices.Sorted(func(yield func(string) bool) {
+		for k := range verbs {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", v, r.APIRequests[v], r.LifeboatRequests[v])
+		sumAll += r.APIRequests[v]
+		sumLB += r.LifeboatRequests[v]
+	}
+	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
+	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
+	if r.Command != "" {
+		fmt.Fprintf(&b, "command: %s\n", r.Command)
+	}
+	return b.String()
+}
+
+// SVG renders the cumulative number of messages sent, nodes cordoned and
+// nodes drained against time since the first message, as a step chart.
+func (r *Result) SVG() []byte {
+	const (
+		w, h                 = 720, 420
+		left, right, top, bt = 60, 20, 40, 50
+	)
+	pw, ph := float64(w-left-right), float64(h-top-bt)
+	series := []struct {
+		name, color string
+		at          func(NodeTimes) float64
+	}{
+		{"messages sent", "#999999", func(n NodeTimes) float64 { return n.Sent }},
+		{"nodes cordoned", "#1f77b4", func(n NodeTimes) float64 { return n.Cordoned }},
+		{"nodes drained", "#d62728", func(n NodeTimes) float64 { return n.Drained }},
+	}
+	tmax := 0.0
+	for _, n := range r.PerNode {
+		tmax = max(tmax, n.Sent, n.Cordoned, n.Drained)
+	}
+	tmax = niceCeil(tmax)
+	ymax := float64(max(r.Nodes, len(r.PerNode), 1))
+	x := func(t float64) float64 { return float64(left) + t/tmax*pw }
+	y := func(c float64) float64 { return float64(top) + ph - c/ymax*ph }
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">%s</text>`+"\n", left,
+		html.EscapeString(fmt.Sprintf("lifeboat interruption burst: %d nodes x %d pods (%s)", r.Nodes, r.PodsPerNode, r.Date)))
+	// Axes, ticks and grid.
+	fmt.Fprintf(&b, `<path d="M%d %d V%d H%d" stroke="black" fill="none"/>`+"\n", left, top, h-bt, w-right)
+	for i := 0; i <= 5; i++ {
+		t := tmax * float64(i) / 5
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eeeeee"/>`+"\n", x(t), top, x(t), h-bt)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(t), h-bt+16, strconv.FormatFloat(t, 'g', 4, 64))
+		c := ymax * float64(i) / 5
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", left-6, y(c)+4, c)
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">seconds since the first message was sent</text>`+"\n", float64(left)+pw/2, h-12)
+	fmt.Fprintf(&b, `<text x="14" y="%.1f" text-anchor="middle" transform="rotate(-90 14 %.1f)">nodes</text>`+"\n", float64(top)+ph/2, float64(top)+ph/2)
+	for i, s := range series {
+		var ts []float64
+		for _, n := range r.PerNode {
+			if t := s.at(n); t >= 0 {
+				ts = append(ts, t)
+			}
+		}
+		slices.Sort(ts)
+		var d strings.Builder
+		fmt.Fprintf(&d, "M%.1f %.1f", x(0), y(0))
+		for k, t := range ts {
+			fmt.Fprintf(&d, " H%.1f V%.1f", x(t), y(float64(k+1)))
+		}
+		if len(ts) > 0 {
+			fmt.Fprintf(&d, " H%.1f", x(tmax))
+		}
+		fmt.Fprintf(&b, `<path class="%s" d="%s" stroke="%s" stroke-width="2" fill="none"/>`+"\n",
+			strings.ReplaceAll(s.name, " ", "-"), d.String(), s.color)
+		ly := top + 10 + 18*i
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", w-right-190, ly, w-right-165, ly, s.color)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s (%d)</text>`+"\n", w-right-158, ly+4, s.name, len(ts))
+	}
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
+}
+
+// niceCeil rounds t up to a round number (at least 1 s) for the time axis.
+func niceCeil(t float64) float64 {
+	if t <= 1 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(t)))
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if t <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// CountersByLabel sums the samples of one counter in Prometheus text format
+// by the value of one label (e.g. lifeboat_kube_requests_total by verb).
+func CountersByLabel(text, metric, label string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(rest[end+1:])
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		key := ""
+		for _, kv := range strings.Split(rest[:end], ",") {
+			if k, val, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == label {
+				key = strings.Trim(val, `"`)
+			}
+		}
+		out[key] += v
+	}
+	return out
+}
+
+// Diff returns after - before per key, leaving out keys that did not change.
+func Diff(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// since converts a moment to seconds since t0, or -1 for the zero time.
+func since(t0, t time.Time) float64 {
+	if t.IsZero() {
+		return -1
+	}
+	return t.Sub(t0).Seconds()
+}

@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name       string
+		res        Result
+		cordon     Percentiles
+		drain      Percentiles
+		allDrained float64
+		paths      map[string]string // SVG path class -> its d attribute
+		table      []string
+	}{{
+		name: "three nodes, all done",
+		res: Result{Nodes: 3, PodsPerNode: 2, Date: "2026-11-22",
+			APIRequests:      map[string]float64{"PUT": 5, "LIST": 4},
+			LifeboatRequests: map[string]float64{"PUT": 3},
+			PeakRSSMiB:       64.5,
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1},
+				{Name: "b", Sent: 0, Cordoned: 1, Drained: 2},
+				{Name: "c", Sent: 1, Cordoned: 4, Drained: 5},
+			}},
+		cordon:     Percentiles{P50: 1, P90: 3, P99: 3, Max: 3},
+		drain:      Percentiles{P50: 2, P90: 4, P99: 4, Max: 4},
+		allDrained: 5,
+		// Time axis 0..5 s over 640 px from x=60; node axis 0..3 over 330 px from y=370.
+		paths: map[string]string{
+			"messages-sent":  "M60.0 370.0 H60.0 V260.0 H60.0 V150.0 H188.0 V40.0 H700.0",
+			"nodes-cordoned": "M60.0 370.0 H124.0 V260.0 H188.0 V150.0 H572.0 V40.0 H700.0",
+			"nodes-drained":  "M60.0 370.0 H188.0 V260.0 H316.0 V150.0 H700.0 V40.0 H700.0",
+		},
+		table: []string{
+			"3/3 cordoned (last at 4.00 s), 3/3 drained (last at 5.00 s)",
+			"message -> cordoned       1.000    3.000    3.000    3.000",
+			"message -> drained        2.000    4.000    4.000    4.000",
+			"PUT                     5          3",
+			"total                   9          3",
+			"peak RSS (VmHWM): 64.5 MiB",
+		},
+	}, {
+		name: "one node never drained",
+		res: Result{Nodes: 2, PodsPerNode: 1,
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 0.2, Drained: 0.4},
+				{Name: "b", Sent: 0, Cordoned: 0.3, Drained: -1},
+			}},
+		cordon:     Percentiles{P50: 0.2, P90: 0.3, P99: 0.3, Max: 0.3},
+		drain:      Percentiles{P50: 0.4, P90: 0.4, P99: 0.4, Max: 0.4},
+		allDrained: 0.4,
+		paths: map[string]string{
+			"nodes-drained": "M60.0 370.0 H316.0 V205.0 H700.0",
+		},
+		table: []string{"2/2 cordoned (last at 0.30 s), 1/2 drained (last at 0.40 s)"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.res
+			r.Summarize()
+			if r.ToCordoned != tt.cordon || r.ToDrained != tt.drain || r.AllDrained != tt.allDrained {
+				t.Errorf("summary: cordon %+v drain %+v all drained %v; want %+v %+v %v",
+					r.ToCordoned, r.ToDrained, r.AllDrained, tt.cordon, tt.drain, tt.allDrained)
+			}
+
+			js, err := r.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Result
+			if err := json.Unmarshal(js, &back); err != nil {
+				t.Fatal(err)
+			}
+			if back.ToDrained != tt.drain || len(back.PerNode) != len(tt.res.PerNode) || back.PeakRSSMiB != tt.res.PeakRSSMiB {
+				t.Errorf("JSON round trip lost data:\n%s", js)
+			}
+			for _, key := range []string{`"to_cordoned"`, `"p99_s"`, `"apiserver_requests_by_verb"`, `"lifeboat_requests_by_verb"`, `"peak_rss_mib"`} {
+				if !strings.Contains(string(js), key) {
+					t.Errorf("JSON has no %s:\n%s", key, js)
+				}
+			}
+
+			table := r.Table()
+			for _, want := range tt.table {
+				if !strings.Contains(table, want) {
+					t.Errorf("table has no %q:\n%s", want, table)
+				}
+			}
+
+			// The SVG is well-formed XML with one path per series.
+			svg := r.SVG()
+			dec := xml.NewDecoder(strings.NewReader(string(svg)))
+			got := map[string]string{}
+			for {
+				tok, err := dec.Token()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("SVG is not well-formed: %v\n%s", err, svg)
+				}
+				if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
+					var class, d string
+					for _, a := range se.Attr {
+						switch a.Name.Local {
+						case "class":
+							class = a.Value
+						case "d":
+							d = a.Value
+						}
+					}
+					if class != "" {
+						got[class] = d
+					}
+				}
+			}
+			if len(got) != 3 {
+				t.Errorf("SVG has %d series paths, want 3: %v", len(got), got)
+			}
+			for class, want := range tt.paths {
+				if got[class] != want {
+					t.Errorf("SVG path %s:\n got %s\nwant %s", class, got[class], want)
+				}
+			}
+		})
+	}
+}
+
+func TestCountersByLabel(t *testing.T) {
+	text := `# HELP lifeboat_kube_requests_total Requests.
+# TYPE lifeboat_kube_requests_total counter
+lifeboat_kube_requests_total{resource="nodes",verb="PUT"} 3
+lifeboat_kube_requests_total{resource="pods",verb="LIST"} 2
+lifeboat_kube_requests_total{resource="pods/eviction",verb="POST"} 100
+lifeboat_kube_requests_total{resource="nodes",verb="PATCH"} 1
+lifeboat_kube_requests_total{resource="pods",verb="POST"} 1.5
+lifeboat_kube_requests_totalx{verb="PUT"} 9
+`
+	got := CountersByLabel(text, "lifeboat_kube_requests_total", "verb")
+	want := map[string]float64{"PUT": 3, "LIST": 2, "POST": 101.5, "PATCH": 1}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %v, want %v", k, got[k], v)
+		}
+	}
+	if d := Diff(map[string]float64{"PUT": 1, "LIST": 2}, got); d["PUT"] != 2 || d["POST"] != 101.5 || len(d) != 3 {
+		t.Errorf("Diff: %v", d)
+	}
+}
