@@ -14,8 +14,6 @@
 package fault
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -33,40 +31,9 @@ var (
 const clusterName = "fault"
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "lifeboat-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	lifeboatBin, err = testenv.BuildLifeboat(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	kube, err = testenv.New(ctx, testenv.Options{NoScheduler: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the Kubernetes testbed:", err)
-		return 1
-	}
-	defer kube.Close()
-	moto, err = testenv.NewMoto(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting moto:", err)
-		return 1
-	}
-	defer moto.Proc.Stop()
-	code := m.Run()
-	if code != 0 {
-		kube.DumpLogs(os.Stderr, 20)
-	}
-	return code
+	os.Exit(testenv.SuiteMain(m, "fault", testenv.SuiteOptions{Kube: testenv.Options{NoScheduler: true}, Moto: true}, func(s *testenv.Suite) {
+		kube, moto, lifeboatBin = s.Kube, s.Moto, s.Lifeboat
+	}))
 }
 
 // seed returns the run's seed: LIFEBOAT_FAULT_SEED, or the clock. Each test
