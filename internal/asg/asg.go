@@ -154,7 +154,9 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 
 // KeepAlive records a heartbeat at once and then every interval until ctx
 // ends, the action is gone (ErrNoActiveAction) or until is reached (nil).
-// beat, if not nil, is called after each successful heartbeat.
+// beat, if not nil, is told the outcome of each heartbeat: nil for a
+// recorded one, the error for a failed one (not for ErrNoActiveAction,
+// which ends KeepAlive).
 //
 // The first heartbeat is immediate because KeepAlive may be resuming an
 // action whose last heartbeat is unknown (a restarted lifeboat, a new
@@ -165,7 +167,7 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 // sooner than the next interval: after an eighth of it, doubling up to the
 // interval. Waiting a whole interval after a failure would leave no margin
 // before the hook's timeout.
-func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error {
+func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func(error)) error {
 	firstRetry := max(interval/8, 100*time.Millisecond)
 	retry := firstRetry
 	for {
@@ -178,7 +180,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		case err == nil:
 			retry = firstRetry
 			if beat != nil {
-				beat()
+				beat(nil)
 			}
 		case errors.Is(err, ErrNoActiveAction):
 			return err
@@ -187,6 +189,9 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		default:
 			wait = min(retry, interval)
 			retry *= 2
+			if beat != nil {
+				beat(err)
+			}
 			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "retryIn", wait, "error", err.Error())
 		}
 		t := c.clock.NewTimer(wait)

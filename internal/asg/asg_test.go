@@ -104,7 +104,11 @@ func TestKeepAliveStopsWhenActionGone(t *testing.T) {
 	done := make(chan error, 1)
 	beats := 0
 	go func() {
-		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, time.Minute, time.Time{}, func() { beats++ })
+		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, time.Minute, time.Time{}, func(err error) {
+			if err == nil {
+				beats++
+			}
+		})
 	}()
 	// The first heartbeat is immediate (KeepAlive may resume an action
 	// whose last heartbeat was an interval ago), then one per interval.

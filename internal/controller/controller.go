@@ -61,7 +61,7 @@ type nodeDrainer interface {
 type lifecycleAPI interface {
 	Hook(ctx context.Context, group, hook string) (asg.Hook, error)
 	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
-	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func()) error
+	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func(error)) error
 	Owned(ctx context.Context, group string) (bool, error)
 }
 
@@ -565,14 +565,21 @@ func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.L
 	c.mu.Unlock()
 	instanceID := w.instanceID
 	c.spawn(func() {
-		err := c.ASG.KeepAlive(bctx, instanceID, a, interval, until, func() {
-			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "ok").Inc()
-		})
+		err := c.ASG.KeepAlive(bctx, instanceID, a, interval, until, c.countHeartbeat)
 		if errors.Is(err, asg.ErrNoActiveAction) {
 			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "gone").Inc()
 			c.Log.Info("lifecycle action gone; heartbeats stopped", "node", w.name, "instanceID", instanceID)
 		}
 	})
+}
+
+// countHeartbeat counts a heartbeat by its outcome.
+func (c *Controller) countHeartbeat(err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", result).Inc()
 }
 
 func (c *Controller) stopHeartbeats(w *nodeWork, token string) {

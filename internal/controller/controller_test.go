@@ -37,7 +37,9 @@ func (f *fakeDrainer) Cordon(_ context.Context, node string, _ []string, _ strin
 	return f.cordons[node] == 1, nil
 }
 
-func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool, error) { return true, nil }
+func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool, error) {
+	return true, nil
+}
 
 func (f *fakeDrainer) Drain(ctx context.Context, node string, _ time.Time, _ func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()

@@ -218,9 +218,7 @@ func (c *Controller) launch(ctx context.Context, e event.Event) error {
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	c.spawn(func() {
-		_ = c.ASG.KeepAlive(bctx, e.InstanceID, a, asg.HeartbeatInterval(c.o.HeartbeatInterval, h), deadline, func() {
-			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "ok").Inc()
-		})
+		_ = c.ASG.KeepAlive(bctx, e.InstanceID, a, asg.HeartbeatInterval(c.o.HeartbeatInterval, h), deadline, c.countHeartbeat)
 	})
 	tick := c.Clock.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()

@@ -83,10 +83,10 @@ type LifecycleAction struct {
 type Event struct {
 	// ID is stable: derived from the content, never from the time it was read,
 	// so a redelivered or re-polled event has the same ID.
-	ID         string    `json:"id"`
-	Kind       Kind      `json:"kind"`
-	Source     Source    `json:"source"`
-	InstanceID string    `json:"instanceID"`
+	ID         string `json:"id"`
+	Kind       Kind   `json:"kind"`
+	Source     Source `json:"source"`
+	InstanceID string `json:"instanceID"`
 	// Time is when AWS emitted the event (zero if unknown).
 	Time time.Time `json:"time,omitzero"`
 	// Deadline is when AWS acts on the instance (zero if unknown).
