@@ -48,6 +48,10 @@ const (
 // maxDoneEvents bounds the event IDs kept in AnnotationDoneEvents.
 const maxDoneEvents = 32
 
+// failedNotifyAfter: a node whose step has failed until the retry backoff
+// reached this (about five failures in a row) gets a "failed" notification.
+const failedNotifyAfter = 30 * time.Second
+
 // maxPersistedEvents bounds the events kept in a node's annotation.
 const maxPersistedEvents = 32
 
@@ -319,6 +323,10 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 			}
 		}
 		c.report(w, corev1.EventTypeWarning, "Failed", "failed", fmt.Sprintf("will retry in %s: %v", backoff, err))
+		if backoff >= failedNotifyAfter {
+			// Still retried, but it has been failing for a while: tell people once.
+			c.notifyOnce(w, notify.PhaseFailed, plan.For(evs, c.o.Policy, c.Clock.Now()), err.Error())
+		}
 		select {
 		case <-ctx.Done():
 			c.abandon(w)

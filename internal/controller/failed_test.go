@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notify"
+	"lifeboat.dev/lifeboat/internal/plan"
+)
+
+// brokenDrainer fails every cordon.
+type brokenDrainer struct{ fakeDrainer }
+
+func (b *brokenDrainer) Cordon(context.Context, string, []string, string, map[string]string) (bool, error) {
+	return false, errors.New("the API server said no")
+}
+
+type recordingNotifier struct {
+	mu   sync.Mutex
+	sent []notify.Notification
+}
+
+func (r *recordingNotifier) Notify(n notify.Notification) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, n)
+}
+
+func (r *recordingNotifier) phases() []notify.Phase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var p []notify.Phase
+	for _, n := range r.sent {
+		p = append(p, n.Phase)
+	}
+	return p
+}
+
+// A node whose work keeps failing is retried with a growing backoff, and
+// people are told once, when it has failed for a while.
+func TestFailingWorkNotifiesOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	index := nodes.New(fake.NewClientset(node("node-a", instA)), nodes.Options{})
+	n := &recordingNotifier{}
+	d := &brokenDrainer{fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}}
+	c := New(Deps{Nodes: index, Drainer: d, Acker: &fakeAcker{}, Notifier: n, Metrics: metrics.New(), Clock: clk,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, UnknownInstance: config.UnknownLeave, RetryBackoff: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); index.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	<-c.Started()
+	c.HandleMessage(ctx, msg("m1", spot(instA)))
+	// Backoffs 1, 2, 4, 8, 16, 32 s: the sixth failure is past 30 s.
+	for i := 0; i < 8; i++ {
+		waitFor(t, "the node goroutine to wait", clk.HasWaiters)
+		if i < 5 && len(n.phases()) != 0 {
+			t.Fatalf("notified %v after %d failures; want nothing before the backoff reaches 30 s", n.phases(), i)
+		}
+		clk.Step(time.Minute)
+	}
+	waitFor(t, "a failed notification", func() bool { return len(n.phases()) > 0 })
+	if got := n.phases(); len(got) != 1 || got[0] != notify.PhaseFailed {
+		t.Errorf("notifications = %v, want exactly one %q", got, notify.PhaseFailed)
+	}
+}
