@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -39,7 +41,7 @@ const (
 func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error) {
 	changed := false
 	first := true
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		n, err := d.readNode(ctx, node, first)
 		first = false
 		if err != nil {
@@ -84,7 +86,7 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
 	changed := false
 	first := true
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		n, err := d.readNode(ctx, node, first)
 		first = false
 		if err != nil {
@@ -142,6 +144,11 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	}
 	return nil
 }
+
+// conflictBackoff spaces retries of a node update that met a concurrent
+// writer (kubelet status, other controllers, parallel cordons). client-go's
+// DefaultBackoff gives up after 4 tries in ~50 ms, too soon for a busy node.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
 
 func setAnnotation(n *corev1.Node, k, v string) {
 	if n.Annotations == nil {
