@@ -393,7 +393,11 @@ func conflictingProxy(t *testing.T) *proxy {
 			return
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"deploy.lifeboat.io/concurrent-writer":"%d"}}}`, time.Now().UnixNano())
-		if _, err := kube.Client.CoreV1().Nodes().Patch(r.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		// Not the request's context: lifeboat may give up on its request
+		// (a variant that fails as it must stops it) while we write.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := kube.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Errorf("concurrent write to node %s: %v", name, err)
 		}
 	})
