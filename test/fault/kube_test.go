@@ -40,9 +40,11 @@ func newKubeScenario(w *world, podsPerNode int, shutdown func(i int) time.Durati
 	s := &kubeScenario{w: w, ns: kube.Namespace(t), scaled: ids[0], spot: ids[1], scaledNodeName: w.nodeName(ids[0]), spotNodeName: w.nodeName(ids[1])}
 	g, gctx := errgroup.WithContext(w.ctx)
 	g.SetLimit(8)
-	for _, node := range []string{s.scaledNodeName, s.spotNodeName} {
+	for n, node := range []string{s.scaledNodeName, s.spotNodeName} {
 		for i := range podsPerNode {
-			name := fmt.Sprintf("p-%s-%d", node[3:9], i)
+			// By position, not by node name: two random node names may share
+			// any prefix (a clean CI run hit "already exists").
+			name := fmt.Sprintf("p-%d-%d", n, i)
 			s.pods = append(s.pods, name)
 			g.Go(func() error {
 				_, err := kube.CreatePod(gctx, testenv.PodSpec{Namespace: s.ns, Name: name, Node: node, ShutdownAfter: shutdown(i)})
