@@ -84,8 +84,10 @@ func TestScaleInLongGraceF4(t *testing.T) {
 			if gone.Sub(action.Completed) > time.Second {
 				t.Errorf("pod gone at %v, more than 1 s after the action completed at %v", gone, action.Completed)
 			}
-			if took := action.Completed.Sub(action.Started); took < 7500*time.Millisecond {
-				t.Errorf("action completed %v after it started; the pod's shutdown takes 8 s", took)
+			// The pod's 8 s shutdown ends up to 1 s early: kwok times it from
+			// the whole-second deletionTimestamp (testenv's stage docs).
+			if took := action.Completed.Sub(action.Started); took < 7*time.Second {
+				t.Errorf("action completed %v after it started; the pod's shutdown takes 8 s (7 s at the least)", took)
 			}
 			h.eventually(10*time.Second, "the instance to terminate", func() bool { in, _ := h.sim.Instance(id); return in.EC2State == "terminated" })
 		})
