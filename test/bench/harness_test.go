@@ -41,13 +41,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	dir := b.TempDir()
-	env := testenv.Start(b, testenv.Options{NoScheduler: true})
-	moto := testenv.StartMoto(b, dir)
-	bin, err := testenv.BuildLifeboat(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true})
 	ns := env.Namespace(b)
 	for i := 0; i < b.N; i++ {
 		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("harness%d", i))

@@ -30,13 +30,7 @@ func BenchmarkLifecycleScale(b *testing.B) {
 	hookTimeout := int32(envInt(b, "LIFEBOAT_BENCH_HOOK_TIMEOUT", 30))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	dir := b.TempDir()
-	env := testenv.Start(b, testenv.Options{NoScheduler: true, NoKwok: true})
-	moto := testenv.StartMoto(b, dir)
-	bin, err := testenv.BuildLifeboat(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	env, moto, bin, _ := testbed(b, testenv.Options{NoScheduler: true, NoKwok: true})
 	ns := env.Namespace(b)
 	stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, "lifecycle")
 	if err != nil {

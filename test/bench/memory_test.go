@@ -39,13 +39,7 @@ func BenchmarkQueueModeMemory(b *testing.B) {
 	pods := envInt(b, "LIFEBOAT_BENCH_PODS", 15000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	dir := b.TempDir()
-	env := testenv.Start(b, testenv.Options{NoScheduler: true, NoKwok: true, NoControllerManager: true})
-	moto := testenv.StartMoto(b, dir)
-	bin, err := testenv.BuildLifeboat(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true, NoKwok: true, NoControllerManager: true})
 	stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, "memory")
 	if err != nil {
 		b.Fatal(err)
