@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -80,34 +81,42 @@ type stateChangeDetail struct {
 // notification when the hook's target is an SQS queue. (AWS emits the
 // EventBridge event for every lifecycle action whatever the hook's
 // notification target, so a queue fed both ways gets the action twice, with
-// one token.)
-func (s *Server) announceAction(ctx context.Context, g *group, a *action) error {
+// one token.) The messages go out through the outbox, after the operation;
+// a failure is recorded for Err.
+func (s *Server) announceAction(g *group, a *action) {
 	detailType := detailTypeLaunch
 	if a.transition == event.TransitionTerminating {
 		detailType = detailTypeTerminate
 	}
+	now := s.clock.Now()
 	detail := lifecycleDetail{
 		LifecycleActionToken: a.token, AutoScalingGroupName: g.name, LifecycleHookName: a.hook.name,
 		EC2InstanceID: a.inst.id, LifecycleTransition: a.transition, NotificationMetadata: a.hook.metadata,
 		Origin: a.origin, Destination: a.dest,
 	}
-	if err := s.putEvent(ctx, sourceAutoScaling, detailType, []string{g.arn}, detail); err != nil {
-		return fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
+	var direct *directNotification
+	if a.hook.targetARN != "" {
+		direct = &directNotification{
+			Origin: a.origin, LifecycleHookName: a.hook.name, Destination: a.dest,
+			AccountID: s.opts.AccountID, RequestID: newUUID(), LifecycleTransition: a.transition,
+			AutoScalingGroupName: g.name, Service: serviceName,
+			Time:          now.UTC().Format(notificationTime),
+			EC2InstanceID: a.inst.id, LifecycleActionToken: a.token, NotificationMetadata: a.hook.metadata,
+		}
 	}
-	if a.hook.targetARN == "" {
+	groupARN, targetARN := g.arn, a.hook.targetARN
+	s.outbox.add(a.inst.id, func(ctx context.Context) error {
+		if err := s.putEvent(ctx, now, sourceAutoScaling, detailType, []string{groupARN}, detail); err != nil {
+			return fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
+		}
+		if direct == nil {
+			return nil
+		}
+		if err := s.sendToQueue(ctx, targetARN, direct); err != nil {
+			return fmt.Errorf("notifying %s of lifecycle action %s: %w", targetARN, a.token, err)
+		}
 		return nil
-	}
-	body := directNotification{
-		Origin: a.origin, LifecycleHookName: a.hook.name, Destination: a.dest,
-		AccountID: s.opts.AccountID, RequestID: newUUID(), LifecycleTransition: a.transition,
-		AutoScalingGroupName: g.name, Service: serviceName,
-		Time:          s.clock.Now().UTC().Format(notificationTime),
-		EC2InstanceID: a.inst.id, LifecycleActionToken: a.token, NotificationMetadata: a.hook.metadata,
-	}
-	if err := s.sendToQueue(ctx, a.hook.targetARN, body); err != nil {
-		return fmt.Errorf("notifying %s of lifecycle action %s: %w", a.hook.targetARN, a.token, err)
-	}
-	return nil
+	})
 }
 
 func (s *Server) sendTestNotification(ctx context.Context, g *group, targetARN string) error {
@@ -119,23 +128,42 @@ func (s *Server) sendTestNotification(ctx context.Context, g *group, targetARN s
 	return s.sendToQueue(ctx, targetARN, body)
 }
 
-// stateChange publishes an "EC2 Instance State-change Notification".
-func (s *Server) stateChange(ctx context.Context, in *instance, state string) error {
-	arn := fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", s.opts.Region, s.opts.AccountID, in.id)
-	if err := s.putEvent(ctx, sourceEC2, detailTypeStateChange, []string{arn}, stateChangeDetail{InstanceID: in.id, State: state}); err != nil {
-		return fmt.Errorf("announcing state %s of %s: %w", state, in.id, err)
-	}
-	return nil
+// stateChange publishes an "EC2 Instance State-change Notification" for
+// each of states, in order, through the outbox.
+func (s *Server) stateChange(in *instance, states ...string) {
+	s.ec2Call(in, nil, states...)
 }
 
-func (s *Server) putEvent(ctx context.Context, source, detailType string, resources []string, detail any) error {
+// ec2Call queues call (an EC2 request about the instance, may be nil) and
+// then the state-change events it causes. The model already holds the
+// outcome; moto's EC2 follows shortly after.
+func (s *Server) ec2Call(in *instance, call func(context.Context) error, states ...string) {
+	now := s.clock.Now()
+	id := in.id
+	arn := fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", s.opts.Region, s.opts.AccountID, id)
+	s.outbox.add(id, func(ctx context.Context) error {
+		if call != nil {
+			if err := call(ctx); err != nil {
+				return err
+			}
+		}
+		for _, state := range states {
+			if err := s.putEvent(ctx, now, sourceEC2, detailTypeStateChange, []string{arn}, stateChangeDetail{InstanceID: id, State: state}); err != nil {
+				return fmt.Errorf("announcing state %s of %s: %w", state, id, err)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Server) putEvent(ctx context.Context, at time.Time, source, detailType string, resources []string, detail any) error {
 	b, err := json.Marshal(detail)
 	if err != nil {
 		return fmt.Errorf("encoding event detail: %w", err)
 	}
 	out, err := s.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 		Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(b)),
-		Resources: resources, Time: aws.Time(s.clock.Now()),
+		Resources: resources, Time: aws.Time(at),
 	}}})
 	if err != nil {
 		return fmt.Errorf("putting %q event: %w", detailType, err)
@@ -163,7 +191,10 @@ func (s *Server) sendToQueue(ctx context.Context, queueARN string, body any) err
 }
 
 func (s *Server) queueURL(ctx context.Context, queueARN string) (string, error) {
-	if url, ok := s.queueURLs[queueARN]; ok {
+	s.urlMu.Lock()
+	url, ok := s.queueURLs[queueARN]
+	s.urlMu.Unlock()
+	if ok {
 		return url, nil
 	}
 	account, name, ok := parseQueueARN(queueARN)
@@ -174,8 +205,11 @@ func (s *Server) queueURL(ctx context.Context, queueARN string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("resolving queue %s: %w", queueARN, err)
 	}
-	s.queueURLs[queueARN] = aws.ToString(out.QueueUrl)
-	return s.queueURLs[queueARN], nil
+	url = aws.ToString(out.QueueUrl)
+	s.urlMu.Lock()
+	s.queueURLs[queueARN] = url
+	s.urlMu.Unlock()
+	return url, nil
 }
 
 // parseQueueARN splits arn:aws:sqs:REGION:ACCOUNT:NAME.

@@ -219,9 +219,19 @@ func (e *env) states(t *testing.T) map[string]astypes.LifecycleState {
 	return out
 }
 
+// flush waits for the simulator's announcements and EC2 calls to reach
+// moto (they leave after the API call that caused them returned).
+func (e *env) flush(t *testing.T) {
+	t.Helper()
+	if !e.sim.Flush(10 * time.Second) {
+		t.Fatal("the simulator's announcements did not reach moto within 10 s")
+	}
+}
+
 // ec2State returns the instance's state in moto's EC2.
 func (e *env) ec2State(t *testing.T, id string) string {
 	t.Helper()
+	e.flush(t)
 	out, err := e.ec2.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
 		t.Fatalf("DescribeInstances(%s): %v", id, err)
@@ -310,6 +320,7 @@ func (e *env) rule(t *testing.T, name, pattern, queueARN string) {
 // drain receives and deletes every message now in the queue.
 func (e *env) drain(t *testing.T, url string) []string {
 	t.Helper()
+	e.flush(t)
 	var bodies []string
 	for {
 		out, err := e.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 0})

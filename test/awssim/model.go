@@ -219,6 +219,7 @@ func (s *Server) reconcile(ctx context.Context, g *group) error {
 	}
 	n := int32(len(inGroup))
 	// Scale out: from the warm pool first, then new instances.
+	fresh := 0
 	for ; n < g.desired; n++ {
 		if len(ready) > 0 && g.warm != nil && !g.warm.pendingDelete {
 			in := ready[0]
@@ -228,9 +229,10 @@ func (s *Server) reconcile(ctx context.Context, g *group) error {
 			}
 			continue
 		}
-		if err := s.launch(ctx, g, false); err != nil {
-			return err
-		}
+		fresh++
+	}
+	if err := s.launch(ctx, g, false, fresh); err != nil {
+		return err
 	}
 	// Scale in: InService instances not protected from scale-in, oldest
 	// first. Protected ones stay; the group stays above desired until they
@@ -283,10 +285,8 @@ func (s *Server) sizeWarmPool(ctx context.Context, g *group) error {
 		return nil
 	}
 	want := warmPoolTarget(g)
-	for n := int32(len(pooled)); n < want; n++ {
-		if err := s.launch(ctx, g, true); err != nil {
-			return err
-		}
+	if err := s.launch(ctx, g, true, int(max(want-int32(len(pooled)), 0))); err != nil {
+		return err
 	}
 	// Shrink: newest ready instances first.
 	excess := int32(len(pooled)) - want
@@ -311,8 +311,23 @@ func warmPoolTarget(g *group) int32 {
 	return max(g.warm.minSize, prepared-g.desired, 0)
 }
 
-// launch runs a new instance into the group or its warm pool (origin EC2).
-func (s *Server) launch(ctx context.Context, g *group, intoPool bool) error {
+// launchBatch is the most instances one RunInstances call asks for.
+const launchBatch = 100
+
+// launch runs count new instances into the group or its warm pool (origin
+// EC2), up to launchBatch per RunInstances call, as Auto Scaling does.
+func (s *Server) launch(ctx context.Context, g *group, intoPool bool, count int) error {
+	for count > 0 {
+		k := min(count, launchBatch)
+		if err := s.launchBatch(ctx, g, intoPool, k); err != nil {
+			return err
+		}
+		count -= k
+	}
+	return nil
+}
+
+func (s *Server) launchBatch(ctx context.Context, g *group, intoPool bool, count int) error {
 	tags := []ec2types.Tag{{Key: aws.String("aws:autoscaling:groupName"), Value: aws.String(g.name)}}
 	for _, t := range g.tags {
 		if aws.ToBool(t.PropagateAtLaunch) {
@@ -322,8 +337,8 @@ func (s *Server) launch(ctx context.Context, g *group, intoPool bool) error {
 	input := &ec2.RunInstancesInput{
 		ImageId:      aws.String(s.opts.ImageID),
 		InstanceType: ec2types.InstanceType(s.opts.InstanceType),
-		MinCount:     aws.Int32(1),
-		MaxCount:     aws.Int32(1),
+		MinCount:     aws.Int32(int32(count)),
+		MaxCount:     aws.Int32(int32(count)),
 		TagSpecifications: []ec2types.TagSpecification{{
 			ResourceType: ec2types.ResourceTypeInstance, Tags: tags,
 		}},
@@ -333,39 +348,40 @@ func (s *Server) launch(ctx context.Context, g *group, intoPool bool) error {
 	}
 	out, err := s.ec2.RunInstances(ctx, input)
 	if err != nil {
-		return fmt.Errorf("launching an instance for group %s: %w", g.name, err)
+		return fmt.Errorf("launching %d instances for group %s: %w", count, g.name, err)
 	}
-	if len(out.Instances) != 1 {
-		return fmt.Errorf("launching an instance for group %s: RunInstances returned %d instances", g.name, len(out.Instances))
+	if len(out.Instances) != count {
+		return fmt.Errorf("launching %d instances for group %s: RunInstances returned %d instances", count, g.name, len(out.Instances))
 	}
-	ei := out.Instances[0]
-	s.seq++
-	in := &instance{
-		id: aws.ToString(ei.InstanceId), groupName: g.name, seq: s.seq,
-		ec2State: "running", privateDNS: aws.ToString(ei.PrivateDnsName), privateIP: aws.ToString(ei.PrivateIpAddress),
-		instanceType: string(ei.InstanceType), launchTemplate: g.launchTemplate, warm: intoPool,
-		launched: s.clock.Now(),
+	for _, ei := range out.Instances {
+		s.seq++
+		in := &instance{
+			id: aws.ToString(ei.InstanceId), groupName: g.name, seq: s.seq,
+			ec2State: "running", privateDNS: aws.ToString(ei.PrivateDnsName), privateIP: aws.ToString(ei.PrivateIpAddress),
+			instanceType: string(ei.InstanceType), launchTemplate: g.launchTemplate, warm: intoPool,
+			launched: s.clock.Now(),
+		}
+		if ei.Placement != nil {
+			in.az = aws.ToString(ei.Placement.AvailabilityZone)
+		}
+		if !intoPool {
+			in.protected = g.newInstancesProtected
+		}
+		s.instances[in.id] = in
+		s.stateChange(in, "pending", "running")
+		s.instanceRunning(in)
+		if intoPool {
+			in.state = types.LifecycleStateWarmedPending
+			err = s.beginLaunch(ctx, g, in, event.PlaceEC2, event.PlaceWarmPool)
+		} else {
+			in.state = types.LifecycleStatePending
+			err = s.beginLaunch(ctx, g, in, event.PlaceEC2, event.PlaceAutoScalingGroup)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if ei.Placement != nil {
-		in.az = aws.ToString(ei.Placement.AvailabilityZone)
-	}
-	if !intoPool {
-		in.protected = g.newInstancesProtected
-	}
-	s.instances[in.id] = in
-	if err := s.stateChange(ctx, in, "pending"); err != nil {
-		return err
-	}
-	if err := s.stateChange(ctx, in, "running"); err != nil {
-		return err
-	}
-	s.instanceRunning(in)
-	if intoPool {
-		in.state = types.LifecycleStateWarmedPending
-		return s.beginLaunch(ctx, g, in, event.PlaceEC2, event.PlaceWarmPool)
-	}
-	in.state = types.LifecycleStatePending
-	return s.beginLaunch(ctx, g, in, event.PlaceEC2, event.PlaceAutoScalingGroup)
+	return nil
 }
 
 // leavePool moves a warm instance into the group (origin WarmPool).
@@ -374,16 +390,14 @@ func (s *Server) leavePool(ctx context.Context, g *group, in *instance) error {
 	in.protected = g.newInstancesProtected
 	in.state = types.LifecycleStatePending
 	if in.ec2State != "running" {
-		if _, err := s.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{in.id}}); err != nil {
-			return fmt.Errorf("starting warm instance %s: %w", in.id, err)
-		}
+		id := in.id
+		s.ec2Call(in, func(ctx context.Context) error {
+			if _, err := s.ec2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
+				return fmt.Errorf("starting warm instance %s: %w", id, err)
+			}
+			return nil
+		}, "pending", "running")
 		in.ec2State = "running"
-		if err := s.stateChange(ctx, in, "pending"); err != nil {
-			return err
-		}
-		if err := s.stateChange(ctx, in, "running"); err != nil {
-			return err
-		}
 		s.instanceRunning(in)
 	}
 	return s.beginLaunch(ctx, g, in, event.PlaceWarmPool, event.PlaceAutoScalingGroup)
@@ -444,9 +458,7 @@ func (s *Server) startActions(ctx context.Context, g *group, in *instance, hooks
 	}
 	s.poke()
 	for _, a := range started {
-		if err := s.announceAction(ctx, g, a); err != nil {
-			return err
-		}
+		s.announceAction(g, a)
 	}
 	return nil
 }
@@ -526,15 +538,16 @@ func (s *Server) stop(ctx context.Context, in *instance) error {
 	if in.ec2State != "running" {
 		return nil
 	}
-	if _, err := s.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{in.id}}); err != nil {
-		return fmt.Errorf("stopping instance %s: %w", in.id, err)
-	}
+	id := in.id
+	s.ec2Call(in, func(ctx context.Context) error {
+		if _, err := s.ec2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}}); err != nil {
+			return fmt.Errorf("stopping instance %s: %w", id, err)
+		}
+		return nil
+	}, "stopping", "stopped")
 	in.ec2State = "stopped"
 	s.instanceGone(in)
-	if err := s.stateChange(ctx, in, "stopping"); err != nil {
-		return err
-	}
-	return s.stateChange(ctx, in, "stopped")
+	return nil
 }
 
 // terminateNow terminates the instance in EC2 without (further) lifecycle
@@ -550,9 +563,13 @@ func (s *Server) terminateNow(ctx context.Context, in *instance) error {
 	} else {
 		in.state = types.LifecycleStateTerminatingProceed
 	}
-	if _, err := s.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{in.id}}); err != nil {
-		return fmt.Errorf("terminating instance %s: %w", in.id, err)
-	}
+	id := in.id
+	s.ec2Call(in, func(ctx context.Context) error {
+		if _, err := s.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+			return fmt.Errorf("terminating instance %s: %w", id, err)
+		}
+		return nil
+	}, "shutting-down", "terminated")
 	wasRunning := in.ec2State == "running"
 	in.ec2State = "terminated"
 	if in.warm {
@@ -563,10 +580,7 @@ func (s *Server) terminateNow(ctx context.Context, in *instance) error {
 	if wasRunning {
 		s.instanceGone(in)
 	}
-	if err := s.stateChange(ctx, in, "shutting-down"); err != nil {
-		return err
-	}
-	return s.stateChange(ctx, in, "terminated")
+	return nil
 }
 
 func (s *Server) instanceRunning(in *instance) {

@@ -78,7 +78,10 @@
 //     (and autoscaling:TEST_NOTIFICATION when the hook is put with that
 //     target), as AWS sends both. EC2 state changes (pending, running,
 //     stopping, stopped, shutting-down, terminated) are announced as
-//     "EC2 Instance State-change Notification".
+//     "EC2 Instance State-change Notification". Announcements leave after
+//     the request that caused them has been answered (as in AWS, where they
+//     arrive a moment later), in order for one instance and in parallel
+//     across instances; Flush waits for them.
 //
 // # Error messages
 //
@@ -217,15 +220,21 @@ type Server struct {
 
 	handlers map[string]handlerFunc // by Action; read-only after New
 
-	// mu guards the model and is held for a whole operation, moto calls
-	// included, so operations are atomic and ordered.
+	// mu guards the model and is held for a whole operation, so operations
+	// are atomic and ordered. Only RunInstances (whose answer the model
+	// needs) and a test notification (which validates a target) reach moto
+	// under it; announcements and the other EC2 calls go through outbox.
 	mu        sync.Mutex
 	groups    map[string]*group
 	instances map[string]*instance
 	actions   []*action // every action ever started, in start order
 	seq       uint64
-	queueURLs map[string]string // SQS ARN -> URL
 	bgErrs    []error
+
+	outbox *outbox
+
+	urlMu     sync.Mutex
+	queueURLs map[string]string // SQS ARN -> URL
 
 	callsMu sync.Mutex
 	calls   map[string]int
@@ -290,10 +299,14 @@ func New(opts Options) (*Server, error) {
 		queueURLs: map[string]string{},
 		calls:     map[string]int{},
 		cbWake:    make(chan struct{}, 1),
+		outbox:    newOutbox(),
 	}
 	s.handlers = s.handlerTable()
 	s.wg.Go(s.timeoutLoop)
 	s.wg.Go(s.callbackLoop)
+	for i := range outboxLanes {
+		s.wg.Go(func() { s.outbox.run(s.ctx, i, s.recordErr) })
+	}
 	return s, nil
 }
 
@@ -341,16 +354,29 @@ func (s *Server) Endpoint() string {
 	return s.endpoint
 }
 
-// Close stops serving, stops the timeout loop and the callbacks (queued
+// Close stops serving, lets the announcements already decided reach moto
+// (for at most closeFlush), stops the timeout loop and the callbacks (queued
 // callbacks are dropped) and waits for every goroutine of the Server. The
 // model stays readable. Close is idempotent.
 func (s *Server) Close() error {
 	s.httpMu.Lock()
 	s.closed = true
 	s.httpMu.Unlock()
+	s.outbox.flush(closeFlush)
 	s.cancel()
 	s.wg.Wait()
 	return nil
+}
+
+// closeFlush bounds how long Close waits for queued announcements.
+const closeFlush = 10 * time.Second
+
+// Flush waits until every announcement and EC2 call decided so far has
+// reached moto, or for at most max; it reports whether all did. The model
+// (Instance, Actions) is up to date as soon as an API call returns; moto
+// follows shortly after.
+func (s *Server) Flush(max time.Duration) bool {
+	return s.outbox.flush(max)
 }
 
 // Err returns the failures of background work so far (moto calls made when

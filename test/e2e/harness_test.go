@@ -70,7 +70,7 @@ type harness struct {
 	joinDelay     time.Duration
 	nodes         map[string]string // instance ID -> node name
 	gone          map[string]time.Time
-	ready         map[string]time.Time
+	ready         map[string]time.Time // instance ID -> when its node was created (Ready)
 }
 
 type harnessOptions struct {
@@ -175,6 +175,10 @@ func (h *harness) instanceRunning(ctx context.Context, inst awssim.Instance) {
 			case <-time.After(delay):
 			}
 		}
+		// The node is Ready from the moment it is created; lifeboat can see
+		// it (through its watch) before CreateNode returns here, so the
+		// time is taken before the request.
+		readyFrom := time.Now()
 		n, err := kube.CreateNode(ctx, testenv.NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
 			Labels: map[string]string{"e2e.lifeboat.io/group": inst.GroupName}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -184,7 +188,7 @@ func (h *harness) instanceRunning(ctx context.Context, inst awssim.Instance) {
 		h.mu.Lock()
 		h.nodes[inst.ID] = inst.PrivateDNSName
 		if n != nil {
-			h.ready[inst.ID] = time.Now()
+			h.ready[inst.ID] = readyFrom
 		}
 		h.mu.Unlock()
 	}()
