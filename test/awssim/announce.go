@@ -109,12 +109,14 @@ func (s *Server) announceAction(g *group, a *action) {
 		if err := s.putEvent(ctx, now, sourceAutoScaling, detailType, []string{groupARN}, detail); err != nil {
 			return fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
 		}
-		if direct == nil {
-			return nil
+		if direct != nil {
+			if err := s.sendToQueue(ctx, targetARN, direct); err != nil {
+				return fmt.Errorf("notifying %s of lifecycle action %s: %w", targetARN, a.token, err)
+			}
 		}
-		if err := s.sendToQueue(ctx, targetARN, direct); err != nil {
-			return fmt.Errorf("notifying %s of lifecycle action %s: %w", targetARN, a.token, err)
-		}
+		s.mu.Lock()
+		a.announced = s.clock.Now()
+		s.mu.Unlock()
 		return nil
 	})
 }

@@ -149,6 +149,7 @@ type action struct {
 	transition     string
 	origin, dest   string
 	started        time.Time
+	announced      time.Time // when every announcement of it reached moto
 	deadline       time.Time
 	globalDeadline time.Time
 	heartbeats     int
@@ -164,7 +165,7 @@ func (a *action) snapshot() Action {
 		Token: a.token, GroupName: a.groupName, HookName: a.hook.name, InstanceID: a.inst.id,
 		Transition: a.transition, Origin: a.origin, Destination: a.dest,
 		NotificationMetadata: a.hook.metadata, HeartbeatTimeout: a.hook.heartbeat,
-		Started: a.started, Deadline: a.deadline, GlobalDeadline: a.globalDeadline,
+		Started: a.started, Announced: a.announced, Deadline: a.deadline, GlobalDeadline: a.globalDeadline,
 		Heartbeats: a.heartbeats, Completions: a.completions, Rejected: a.rejected,
 		Result: a.result, CompletedBy: a.by, Completed: a.completed,
 	}

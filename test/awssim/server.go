@@ -500,6 +500,9 @@ type Action struct {
 	NotificationMetadata string
 	HeartbeatTimeout     time.Duration
 	Started              time.Time
+	// Announced is when the action's EventBridge event (and direct
+	// notification, if any) reached moto; zero until then.
+	Announced time.Time
 	// Deadline is when the action times out unless completed or heartbeated;
 	// it never passes GlobalDeadline.
 	Deadline       time.Time

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
@@ -20,26 +23,52 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// Burst kinds of BenchmarkInterruptionBurst (LIFEBOAT_BENCH_KIND).
+const (
+	// kindSpot: N Spot notices sent at once while lifeboat consumes; the
+	// clock of each node starts when its message is sent.
+	kindSpot = "spot"
+	// kindSpotQueued: the N notices are all on the queue before lifeboat
+	// may read them (it is stopped with SIGSTOP while they are sent, then
+	// continued); every clock starts at SIGCONT. This measures lifeboat,
+	// not the rate at which moto accepts messages (~50/s).
+	kindSpotQueued = "spot-queued"
+	// kindScaleIn: the N nodes are the instances of one Auto Scaling group
+	// (the simulator) with a terminate lifecycle hook, scaled in to 0 at
+	// once; a node's "message" is its lifecycle action's announcement
+	// reaching the queue (time 0 is the first action's start; the
+	// simulator's own announcement delay is logged apart), and the
+	// action's completion is measured too.
+	kindScaleIn = "scale-in"
 )
 
 // BenchmarkInterruptionBurst is the bench harness of issue 7: N kwok nodes
 // (LIFEBOAT_BENCH_NODES, default 50) each running M pods
 // (LIFEBOAT_BENCH_PODS_PER_NODE, default 2, grace 0), real SQS (moto) with
-// the queue stack, the real lifeboat binary with its defaults. N Spot
-// notices are sent at once; it reports message -> cordoned and message ->
-// drained percentiles, API requests by verb during the burst (the API
-// server's, all clients, and lifeboat's own), and lifeboat's peak RSS. A
-// text table, JSON and an SVG chart go to LIFEBOAT_BENCH_OUT (default
-// out/bench/ under the repository root).
+// the queue stack, the real lifeboat binary with its defaults, and for
+// LIFEBOAT_BENCH_KIND=scale-in the Auto Scaling simulator (hook timeout
+// LIFEBOAT_BENCH_HOOK_TIMEOUT s, default 30). N nodes are interrupted at
+// once (see the kinds above); it reports message -> cordoned, -> drained
+// (and -> lifecycle completed) percentiles, API requests by verb during the
+// burst (the API server's, all clients, and lifeboat's own), and lifeboat's
+// peak RSS. A text table, JSON and an SVG chart go to LIFEBOAT_BENCH_OUT
+// (default out/bench/ under the repository root).
 func BenchmarkInterruptionBurst(b *testing.B) {
 	n := burstNodes(b)
 	podsPer := envInt(b, "LIFEBOAT_BENCH_PODS_PER_NODE", 2)
+	kind := cmp.Or(os.Getenv("LIFEBOAT_BENCH_KIND"), kindSpot)
+	if kind != kindSpot && kind != kindSpotQueued && kind != kindScaleIn {
+		b.Fatalf("LIFEBOAT_BENCH_KIND=%q: want %s, %s or %s", kind, kindSpot, kindSpotQueued, kindScaleIn)
+	}
 	outDir := os.Getenv("LIFEBOAT_BENCH_OUT")
 	if outDir == "" {
 		outDir = filepath.Join(testenv.RepoRoot(), "out", "bench")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true})
 	ns := env.Namespace(b)
@@ -48,28 +77,12 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ids := make([]string, n)
-		names := make([]string, n)
 		setup := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(16)
-		for j := range n {
-			ids[j] = testenv.RandomInstanceID()
-			names[j] = fmt.Sprintf("harness-%d-%04d", i, j)
-			g.Go(func() error {
-				if _, err := env.CreateNode(gctx, testenv.NodeSpec{Name: names[j], InstanceID: ids[j]}); err != nil {
-					return err
-				}
-				for range podsPer {
-					if _, err := env.CreatePod(gctx, testenv.PodSpec{Namespace: ns, Node: names[j], Grace: -1}); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
+		var f *fleet
+		if kind == kindScaleIn {
+			f = groupFleet(ctx, b, env, moto, ns, fmt.Sprintf("harness%d", i), n, podsPer, int32(envInt(b, "LIFEBOAT_BENCH_HOOK_TIMEOUT", 30)))
+		} else {
+			f = plainFleet(ctx, b, env, ns, i, n, podsPer)
 		}
 		b.Logf("set up %d kwok nodes with %d pods each in %v", n, podsPer, time.Since(setup).Round(time.Second))
 
@@ -77,8 +90,12 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		endpoints := moto.Endpoint
+		if f.sim != nil {
+			endpoints += ",autoscaling=" + f.sim.Endpoint()
+		}
 		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, []string{"run",
-			"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
+			"--queue-url", stack.QueueURL, "--aws-endpoint", endpoints, "--region", "us-east-1",
 			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
 		}, testenv.AWSEnv(), dir)
 		if err != nil {
@@ -97,7 +114,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		// An informer records when each node is first seen cordoned and
 		// first seen marked drained.
 		idx := map[string]int{}
-		for j, name := range names {
+		for j, name := range f.names {
 			idx[name] = j
 		}
 		var mu sync.Mutex
@@ -143,43 +160,57 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
 
-		client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
 		sent := make([]time.Time, n)
-		b.ResetTimer()
-		t0 := time.Now()
+		var t0 time.Time
 		var sendTook time.Duration
 		sendDone := make(chan struct{})
-		go func() {
-			defer close(sendDone)
-			for start := 0; start < n; start += 10 {
-				var entries []sqstypes.SendMessageBatchRequestEntry
-				now := time.Now()
-				for j := start; j < min(start+10, n); j++ {
-					body := fmt.Sprintf(`{"version":"0","id":"harness-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
-						ids[j], now.UTC().Format(time.RFC3339), ids[j])
-					entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
+		b.ResetTimer()
+		switch kind {
+		case kindSpot:
+			t0 = time.Now()
+			go func() {
+				defer close(sendDone)
+				sendTook = sendSpotNotices(ctx, b, moto, stack.QueueURL, f.ids, func(j int, at time.Time) {
 					mu.Lock()
-					sent[j] = now
+					sent[j] = at
 					mu.Unlock()
-				}
-				if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(stack.QueueURL), Entries: entries}); err != nil {
-					b.Error(err)
-					return
-				}
+				})
+			}()
+		case kindSpotQueued:
+			if err := syscall.Kill(proc.Pid(), syscall.SIGSTOP); err != nil {
+				b.Fatal(err)
+			}
+			sendTook = sendSpotNotices(ctx, b, moto, stack.QueueURL, f.ids, func(int, time.Time) {})
+			t0 = time.Now()
+			if err := syscall.Kill(proc.Pid(), syscall.SIGCONT); err != nil {
+				b.Fatal(err)
+			}
+			for j := range sent {
+				sent[j] = t0
+			}
+			close(sendDone)
+		case kindScaleIn:
+			t0 = time.Now()
+			if _, err := f.as.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(f.group), DesiredCapacity: aws.Int32(0)}); err != nil {
+				b.Fatal(err)
 			}
 			sendTook = time.Since(t0)
-		}()
+			close(sendDone)
+		}
 		deadline := t0.Add(10 * time.Minute)
 		for {
 			mu.Lock()
-			done := nDrained == n
 			c, d := nCordoned, nDrained
 			mu.Unlock()
+			done := d == n
+			if f.sim != nil && f.completed() < n {
+				done = false
+			}
 			if done {
 				break
 			}
 			if time.Now().After(deadline) {
-				b.Errorf("after 10 minutes only %d of %d nodes cordoned, %d drained", c, n, d)
+				b.Errorf("after 10 minutes only %d of %d nodes cordoned, %d drained, %d lifecycle actions completed", c, n, d, f.completed())
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -197,8 +228,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		proc.Stop()
 
 		res := &Result{
-			Date:             time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command:          fmt.Sprintf("LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/", n, podsPer),
+			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer),
+			Kind:             kind,
+			Lifecycle:        f.sim != nil,
 			Nodes:            n,
 			PodsPerNode:      podsPer,
 			SendSeconds:      sendTook.Seconds(),
@@ -206,13 +240,32 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			LifeboatRequests: Diff(lbBefore, lbAfter),
 			PeakRSSMiB:       hwm / 1024,
 		}
+		var started, announced, completed map[string]time.Time
+		if f.sim != nil {
+			started, announced, completed = f.actionTimes()
+			var lag []float64
+			for id, at := range announced {
+				lag = append(lag, at.Sub(started[id]).Seconds())
+			}
+			p := percentiles(lag)
+			b.Logf("simulator and moto: action started -> announced on the queue p50 %.3f s, p99 %.3f s, max %.3f s", p.P50, p.P99, p.Max)
+			// A scale-in's clock starts at the first action, not at the call.
+			if first := minTime(started); !first.IsZero() {
+				t0 = first
+			}
+		}
 		mu.Lock()
-		for j, name := range names {
-			res.PerNode = append(res.PerNode, NodeTimes{Name: name, Sent: since(t0, sent[j]), Cordoned: since(t0, cordoned[j]), Drained: since(t0, drained[j])})
+		for j, name := range f.names {
+			nt := NodeTimes{Name: name, Sent: since(t0, sent[j]), Cordoned: since(t0, cordoned[j]), Drained: since(t0, drained[j])}
+			if f.sim != nil {
+				nt.Sent = since(t0, announced[f.ids[j]])
+				nt.Completed = since(t0, completed[f.ids[j]])
+			}
+			res.PerNode = append(res.PerNode, nt)
 		}
 		mu.Unlock()
 		res.Summarize()
-		if err := writeReport(outDir, fmt.Sprintf("interruption-burst-n%d-m%d", n, podsPer), res); err != nil {
+		if err := writeReport(outDir, fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer), res); err != nil {
 			b.Error(err)
 		}
 		fmt.Printf("\n%s(written to %s)\n", res.Table(), outDir)
@@ -231,12 +284,190 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		b.ReportMetric(res.ToDrained.P99, "drain_p99_s")
 		b.ReportMetric(res.ToDrained.Max, "drain_max_s")
 		b.ReportMetric(res.AllDrained, "all_drained_s")
+		if res.Lifecycle {
+			b.ReportMetric(res.ToCompleted.P99, "completed_p99_s")
+			b.ReportMetric(res.AllCompleted, "all_completed_s")
+		}
 		b.ReportMetric(writes, "lifeboat_writes")
 		b.ReportMetric(res.PeakRSSMiB, "peak_rss_MiB")
-		for _, name := range names {
+		for _, name := range f.names {
 			_ = env.DeleteNode(ctx, name)
 		}
 	}
+}
+
+// fleet is the burst's nodes: ids[j] is the instance of node names[j]. For
+// a scale-in they belong to group in sim.
+type fleet struct {
+	ids, names []string
+	sim        *awssim.Server
+	as         *autoscaling.Client
+	group      string
+}
+
+// plainFleet creates n kwok nodes with made-up instance IDs, podsPer pods
+// each.
+func plainFleet(ctx context.Context, b *testing.B, env *testenv.Env, ns string, i, n, podsPer int) *fleet {
+	f := &fleet{ids: make([]string, n), names: make([]string, n)}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for j := range n {
+		f.ids[j] = testenv.RandomInstanceID()
+		f.names[j] = fmt.Sprintf("harness-%d-%04d", i, j)
+		g.Go(func() error { return createNodeWithPods(gctx, env, ns, f.names[j], f.ids[j], "", podsPer) })
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// groupFleet starts the Auto Scaling simulator and creates group with n
+// instances; each becomes a kwok node with podsPer pods. It then puts a
+// terminate hook with the given heartbeat timeout.
+func groupFleet(ctx context.Context, b *testing.B, env *testenv.Env, moto *testenv.Moto, ns, group string, n, podsPer int, hookTimeout int32) *fleet {
+	f := &fleet{group: group}
+	var mu sync.Mutex
+	byID := map[string]string{}
+	var joinErr error
+	slots := make(chan struct{}, 16) // node and pod creations at once
+	sim, err := awssim.New(awssim.Options{
+		MotoEndpoint: moto.Endpoint,
+		OnInstanceRunning: func(_ context.Context, in awssim.Instance) {
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				err := createNodeWithPods(ctx, env, ns, in.PrivateDNSName, in.ID, in.AvailabilityZone, podsPer)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					joinErr = cmp.Or(joinErr, fmt.Errorf("node of %s: %w", in.ID, err))
+					return
+				}
+				byID[in.ID] = in.PrivateDNSName
+			}()
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sim.Start(ctx, "127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sim.Close() })
+	f.sim = sim
+	f.as = autoscaling.NewFromConfig(testenv.MotoAWSConfig(), func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(sim.Endpoint()) })
+	if _, err := f.as.CreateAutoScalingGroup(ctx, &autoscaling.CreateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(group), MinSize: aws.Int32(0), MaxSize: aws.Int32(int32(n)), DesiredCapacity: aws.Int32(int32(n)),
+		LaunchConfigurationName: aws.String("lc"),
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		mu.Lock()
+		have, err := len(byID), joinErr
+		mu.Unlock()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if have == n {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("only %d of %d instances became nodes: %v", have, n, ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for id, name := range byID {
+		f.ids = append(f.ids, id)
+		f.names = append(f.names, name)
+	}
+	if _, err := f.as.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String("drain"),
+		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(hookTimeout), DefaultResult: aws.String("ABANDON")}); err != nil {
+		b.Fatal(err)
+	}
+	// The launches' state-change events must not queue ahead of the burst.
+	if !sim.Flush(5 * time.Minute) {
+		b.Fatal("the simulator's launch announcements did not reach moto within 5 minutes")
+	}
+	return f
+}
+
+// completed counts the fleet's terminate actions that have ended.
+func (f *fleet) completed() int {
+	done := 0
+	for _, a := range f.sim.Actions() {
+		if a.Transition == "autoscaling:EC2_INSTANCE_TERMINATING" && !a.Active() {
+			done++
+		}
+	}
+	return done
+}
+
+// actionTimes returns, by instance ID, when its terminate action started,
+// when its announcement reached the queue, and when lifeboat completed it
+// with CONTINUE (absent otherwise: a timeout or another result counts as
+// never completed).
+func (f *fleet) actionTimes() (started, announced, completed map[string]time.Time) {
+	started, announced, completed = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	for _, a := range f.sim.Actions() {
+		if a.Transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
+			continue
+		}
+		started[a.InstanceID] = a.Started
+		if !a.Announced.IsZero() {
+			announced[a.InstanceID] = a.Announced
+		}
+		if a.CompletedBy == awssim.CompletedByAPI && a.Result == "CONTINUE" {
+			completed[a.InstanceID] = a.Completed
+		}
+	}
+	return started, announced, completed
+}
+
+func minTime(m map[string]time.Time) time.Time {
+	var first time.Time
+	for _, t := range m {
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+	}
+	return first
+}
+
+func createNodeWithPods(ctx context.Context, env *testenv.Env, ns, name, instanceID, az string, podsPer int) error {
+	if _, err := env.CreateNode(ctx, testenv.NodeSpec{Name: name, InstanceID: instanceID, AZ: az}); err != nil {
+		return err
+	}
+	for range podsPer {
+		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Node: name, Grace: -1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendSpotNotices puts one Spot interruption notice per instance on the
+// queue, ten per SendMessageBatch, calling sent for each as its batch
+// leaves, and returns how long it took.
+func sendSpotNotices(ctx context.Context, b *testing.B, moto *testenv.Moto, queueURL string, ids []string, sent func(j int, at time.Time)) time.Duration {
+	client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
+	start := time.Now()
+	for first := 0; first < len(ids); first += 10 {
+		var entries []sqstypes.SendMessageBatchRequestEntry
+		now := time.Now()
+		for j := first; j < min(first+10, len(ids)); j++ {
+			body := fmt.Sprintf(`{"version":"0","id":"harness-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
+				ids[j], now.UTC().Format(time.RFC3339), ids[j])
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
+			sent(j, now)
+		}
+		if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries}); err != nil {
+			b.Error(err)
+			break
+		}
+	}
+	return time.Since(start)
 }
 
 // scrape returns the text of a /metrics endpoint.

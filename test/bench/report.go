@@ -17,12 +17,16 @@ import (
 )
 
 // NodeTimes are one node's moments, as seconds since the first message of
-// the burst was sent. A negative Cordoned or Drained means never seen.
+// the burst was sent (for a scale-in: since the first lifecycle action
+// started). A negative Cordoned, Drained or Completed means never seen;
+// Completed (the lifecycle action completed by lifeboat) is only measured
+// when Result.Lifecycle is set.
 type NodeTimes struct {
-	Name     string  `json:"name"`
-	Sent     float64 `json:"sent_s"`
-	Cordoned float64 `json:"cordoned_s"`
-	Drained  float64 `json:"drained_s"`
+	Name      string  `json:"name"`
+	Sent      float64 `json:"sent_s"`
+	Cordoned  float64 `json:"cordoned_s"`
+	Drained   float64 `json:"drained_s"`
+	Completed float64 `json:"lifecycle_completed_s,omitempty"`
 }
 
 // Percentiles of a latency distribution, in seconds.
@@ -37,8 +41,12 @@ type Percentiles struct {
 type Result struct {
 	Date        string `json:"date"`
 	Command     string `json:"command"`
+	Kind        string `json:"kind"` // spot, spot-queued or scale-in (see BenchmarkInterruptionBurst)
 	Nodes       int    `json:"nodes"`
 	PodsPerNode int    `json:"pods_per_node"`
+	// Lifecycle is set when every node's interruption is a terminate
+	// lifecycle action that lifeboat completes (kind scale-in).
+	Lifecycle bool `json:"lifecycle"`
 	// SendSeconds is how long the sender needed to put every message on
 	// the queue (SendMessageBatch, ten per call).
 	SendSeconds float64 `json:"send_s"`
@@ -46,10 +54,14 @@ type Result struct {
 	// drained (lifeboat.io/drained), per node.
 	ToCordoned Percentiles `json:"to_cordoned"`
 	ToDrained  Percentiles `json:"to_drained"`
-	// AllCordoned and AllDrained are first message sent -> last node
-	// cordoned / drained.
-	AllCordoned float64 `json:"all_cordoned_s"`
-	AllDrained  float64 `json:"all_drained_s"`
+	// ToCompleted is message sent (action started) -> lifecycle action
+	// completed, when Lifecycle.
+	ToCompleted Percentiles `json:"to_lifecycle_completed,omitzero"`
+	// AllCordoned, AllDrained and AllCompleted are first message sent ->
+	// last node cordoned / drained / its action completed.
+	AllCordoned  float64 `json:"all_cordoned_s"`
+	AllDrained   float64 `json:"all_drained_s"`
+	AllCompleted float64 `json:"all_lifecycle_completed_s,omitempty"`
 	// APIRequests is the API server's apiserver_request_total by verb,
 	// difference over the burst: every client (lifeboat, kwok, the
 	// controllers, the benchmark's own informer).
@@ -64,8 +76,12 @@ type Result struct {
 
 // Summarize fills the percentiles and totals from PerNode.
 func (r *Result) Summarize() {
-	var cord, drain []float64
+	var cord, drain, done []float64
 	for _, n := range r.PerNode {
+		if r.Lifecycle && n.Completed >= 0 {
+			done = append(done, n.Completed-n.Sent)
+			r.AllCompleted = max(r.AllCompleted, n.Completed)
+		}
 		if n.Cordoned >= 0 {
 			cord = append(cord, n.Cordoned-n.Sent)
 			r.AllCordoned = max(r.AllCordoned, n.Cordoned)
@@ -77,6 +93,7 @@ func (r *Result) Summarize() {
 	}
 	r.ToCordoned = percentiles(cord)
 	r.ToDrained = percentiles(drain)
+	r.ToCompleted = percentiles(done)
 }
 
 // percentiles uses the nearest-rank method: the p-th percentile of n
@@ -94,8 +111,9 @@ func percentiles(v []float64) Percentiles {
 	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: v[len(v)-1]}
 }
 
-// CountOf returns how many nodes were cordoned and drained.
-func (r *Result) CountOf() (cordoned, drained int) {
+// CountOf returns how many nodes were cordoned and drained, and how many
+// lifecycle actions lifeboat completed (0 unless Lifecycle).
+func (r *Result) CountOf() (cordoned, drained, completed int) {
 	for _, n := range r.PerNode {
 		if n.Cordoned >= 0 {
 			cordoned++
@@ -103,8 +121,11 @@ func (r *Result) CountOf() (cordoned, drained int) {
 		if n.Drained >= 0 {
 			drained++
 		}
+		if r.Lifecycle && n.Completed >= 0 {
+			completed++
+		}
 	}
-	return cordoned, drained
+	return cordoned, drained, completed
 }
 
 // JSON renders the result, indented.
@@ -115,16 +136,26 @@ func (r *Result) JSON() ([]byte, error) {
 // Table renders the result as a plain-text report.
 func (r *Result) Table() string {
 	var b strings.Builder
-	cord, drained := r.CountOf()
-	fmt.Fprintf(&b, "interruption burst: %d nodes x %d pods (%s)\n", r.Nodes, r.PodsPerNode, r.Date)
-	fmt.Fprintf(&b, "messages sent in %.2f s; %d/%d cordoned (last at %.2f s), %d/%d drained (last at %.2f s)\n\n",
+	cord, drained, completed := r.CountOf()
+	fmt.Fprintf(&b, "interruption burst (%s): %d nodes x %d pods (%s)\n", r.kind(), r.Nodes, r.PodsPerNode, r.Date)
+	fmt.Fprintf(&b, "messages sent in %.2f s; %d/%d cordoned (last at %.2f s), %d/%d drained (last at %.2f s)",
 		r.SendSeconds, cord, r.Nodes, r.AllCordoned, drained, r.Nodes, r.AllDrained)
-	fmt.Fprintf(&b, "%-22s %8s %8s %8s %8s\n", "latency (s)", "p50", "p90", "p99", "max")
-	for _, row := range []struct {
+	if r.Lifecycle {
+		fmt.Fprintf(&b, ", %d/%d lifecycle actions completed (last at %.2f s)", completed, r.Nodes, r.AllCompleted)
+	}
+	fmt.Fprintf(&b, "\n\n%-30s %8s %8s %8s %8s\n", "latency (s)", "p50", "p90", "p99", "max")
+	rows := []struct {
 		name string
 		p    Percentiles
-	}{{"message -> cordoned", r.ToCordoned}, {"message -> drained", r.ToDrained}} {
-		fmt.Fprintf(&b, "%-22s %8.3f %8.3f %8.3f %8.3f\n", row.name, row.p.P50, row.p.P90, row.p.P99, row.p.Max)
+	}{{"message -> cordoned", r.ToCordoned}, {"message -> drained", r.ToDrained}}
+	if r.Lifecycle {
+		rows = append(rows, struct {
+			name string
+			p    Percentiles
+		}{"message -> lifecycle completed", r.ToCompleted})
+	}
+	for _, row := range rows {
+		fmt.Fprintf(&b, "%-30s %8.3f %8.3f %8.3f %8.3f\n", row.name, row.p.P50, row.p.P90, row.p.P99, row.p.Max)
 	}
 	verbs := map[string]bool{}
 	for v := range r.APIRequests {
@@ -154,25 +185,42 @@ func (r *Result) Table() string {
 	return b.String()
 }
 
-// SVG renders the cumulative number of messages sent, nodes cordoned and
-// nodes drained against time since the first message, as a step chart.
+// kind is Kind, "spot" when unset.
+func (r *Result) kind() string {
+	if r.Kind == "" {
+		return "spot"
+	}
+	return r.Kind
+}
+
+// SVG renders the cumulative number of messages sent, nodes cordoned, nodes
+// drained (and lifecycle actions completed) against time since the first
+// message, as a step chart.
 func (r *Result) SVG() []byte {
 	const (
 		w, h                 = 720, 420
 		left, right, top, bt = 60, 20, 40, 50
 	)
 	pw, ph := float64(w-left-right), float64(h-top-bt)
-	series := []struct {
+	type serie struct {
 		name, color string
 		at          func(NodeTimes) float64
-	}{
+	}
+	series := []serie{
 		{"messages sent", "#999999", func(n NodeTimes) float64 { return n.Sent }},
 		{"nodes cordoned", "#1f77b4", func(n NodeTimes) float64 { return n.Cordoned }},
 		{"nodes drained", "#d62728", func(n NodeTimes) float64 { return n.Drained }},
 	}
+	if r.Lifecycle {
+		series[0].name = "actions started"
+		series = append(series, serie{"actions completed", "#2ca02c", func(n NodeTimes) float64 { return n.Completed }})
+	}
 	tmax := 0.0
 	for _, n := range r.PerNode {
 		tmax = max(tmax, n.Sent, n.Cordoned, n.Drained)
+		if r.Lifecycle {
+			tmax = max(tmax, n.Completed)
+		}
 	}
 	tmax = niceCeil(tmax)
 	ymax := float64(max(r.Nodes, len(r.PerNode), 1))
@@ -183,7 +231,7 @@ func (r *Result) SVG() []byte {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">%s</text>`+"\n", left,
-		html.EscapeString(fmt.Sprintf("lifeboat interruption burst: %d nodes x %d pods (%s)", r.Nodes, r.PodsPerNode, r.Date)))
+		html.EscapeString(fmt.Sprintf("lifeboat interruption burst (%s): %d nodes x %d pods (%s)", r.kind(), r.Nodes, r.PodsPerNode, r.Date)))
 	// Axes, ticks and grid.
 	fmt.Fprintf(&b, `<path d="M%d %d V%d H%d" stroke="black" fill="none"/>`+"\n", left, top, h-bt, w-right)
 	for i := 0; i <= 5; i++ {

@@ -15,6 +15,8 @@ func TestReport(t *testing.T) {
 		cordon     Percentiles
 		drain      Percentiles
 		allDrained float64
+		completed  Percentiles
+		series     int               // SVG series; 3 when 0
 		paths      map[string]string // SVG path class -> its d attribute
 		table      []string
 	}{{
@@ -39,8 +41,8 @@ func TestReport(t *testing.T) {
 		},
 		table: []string{
 			"3/3 cordoned (last at 4.00 s), 3/3 drained (last at 5.00 s)",
-			"message -> cordoned       1.000    3.000    3.000    3.000",
-			"message -> drained        2.000    4.000    4.000    4.000",
+			"message -> cordoned               1.000    3.000    3.000    3.000",
+			"message -> drained                2.000    4.000    4.000    4.000",
 			"PUT                     5          3",
 			"total                   9          3",
 			"peak RSS (VmHWM): 64.5 MiB",
@@ -59,14 +61,36 @@ func TestReport(t *testing.T) {
 			"nodes-drained": "M60.0 370.0 H316.0 V205.0 H700.0",
 		},
 		table: []string{"2/2 cordoned (last at 0.30 s), 1/2 drained (last at 0.40 s)"},
+	}, {
+		name: "scale-in: lifecycle actions completed",
+		res: Result{Kind: "scale-in", Lifecycle: true, Nodes: 2, PodsPerNode: 1,
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1, Completed: 1.5},
+				{Name: "b", Sent: 1, Cordoned: 1.5, Drained: 3, Completed: -1},
+			}},
+		cordon:     Percentiles{P50: 0.5, P90: 0.5, P99: 0.5, Max: 0.5},
+		drain:      Percentiles{P50: 1, P90: 2, P99: 2, Max: 2},
+		allDrained: 3,
+		completed:  Percentiles{P50: 1.5, P90: 1.5, P99: 1.5, Max: 1.5},
+		series:     4,
+		// Time axis 0..3 s over 640 px; node axis 0..2 over 330 px.
+		paths: map[string]string{
+			"actions-started":   "M60.0 370.0 H60.0 V205.0 H273.3 V40.0 H700.0",
+			"actions-completed": "M60.0 370.0 H380.0 V205.0 H700.0",
+		},
+		table: []string{
+			"interruption burst (scale-in): 2 nodes x 1 pods",
+			"1/2 lifecycle actions completed (last at 1.50 s)",
+			"message -> lifecycle completed    1.500    1.500    1.500    1.500",
+		},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.res
 			r.Summarize()
-			if r.ToCordoned != tt.cordon || r.ToDrained != tt.drain || r.AllDrained != tt.allDrained {
-				t.Errorf("summary: cordon %+v drain %+v all drained %v; want %+v %+v %v",
-					r.ToCordoned, r.ToDrained, r.AllDrained, tt.cordon, tt.drain, tt.allDrained)
+			if r.ToCordoned != tt.cordon || r.ToDrained != tt.drain || r.AllDrained != tt.allDrained || r.ToCompleted != tt.completed {
+				t.Errorf("summary: cordon %+v drain %+v all drained %v completed %+v; want %+v %+v %v %+v",
+					r.ToCordoned, r.ToDrained, r.AllDrained, r.ToCompleted, tt.cordon, tt.drain, tt.allDrained, tt.completed)
 			}
 
 			js, err := r.JSON()
@@ -120,8 +144,12 @@ func TestReport(t *testing.T) {
 					}
 				}
 			}
-			if len(got) != 3 {
-				t.Errorf("SVG has %d series paths, want 3: %v", len(got), got)
+			wantSeries := tt.series
+			if wantSeries == 0 {
+				wantSeries = 3
+			}
+			if len(got) != wantSeries {
+				t.Errorf("SVG has %d series paths, want %d: %v", len(got), wantSeries, got)
 			}
 			for class, want := range tt.paths {
 				if got[class] != want {
