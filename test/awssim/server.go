@@ -81,7 +81,11 @@
 //     "EC2 Instance State-change Notification". Announcements leave after
 //     the request that caused them has been answered (as in AWS, where they
 //     arrive a moment later), in order for one instance and in parallel
-//     across instances; Flush waits for them.
+//     across instances; Flush waits for them. AWS announces an action
+//     within about a second; when moto needs longer (bursts of hundreds of
+//     actions on a loaded machine), the whole seconds of that delay are
+//     added to the action's deadlines, so moto's lag does not eat the
+//     consumer's heartbeat timeout (Action.Announced tells when it left).
 //
 // # Error messages
 //

@@ -28,29 +28,29 @@ func TestScaleInLongGraceF4(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{noLifeboat: !withLifeboat})
 			group := "f4-" + testenv.UniqueName("g")
-			ids := h.createGroup(group, 1)
+			ids := h.CreateGroup(group, 1)
 			id := ids[0]
 			// The hook's heartbeat timeout is 2 s (simulator-only; AWS's
 			// minimum is 30 s): time is scaled so a 7200 s grace fits a test.
-			h.putHook(group, "drain", terminating, 2, "ABANDON")
+			h.PutHook(group, "drain", terminating, 2, "ABANDON")
 			ns := kube.Namespace(t)
-			pod, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: h.nodeName(id), Grace: 120 * time.Second, ShutdownAfter: 8 * time.Second})
+			pod, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: h.NodeName(id), Grace: 120 * time.Second, ShutdownAfter: 8 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			podGone := make(chan time.Time, 1)
 			go func() {
-				at, err := kube.WaitPodGone(h.ctx, ns, pod.Name)
+				at, err := kube.WaitPodGone(h.Ctx, ns, pod.Name)
 				if err == nil {
 					podGone <- at
 				}
 			}()
-			if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
+			if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
 				t.Fatal(err)
 			}
 			var action awssim.Action
-			h.eventually(60*time.Second, "the terminate action to end", func() bool {
-				a, ok := h.actionFor(id, terminating)
+			h.Eventually(60*time.Second, "the terminate action to end", func() bool {
+				a, ok := h.ActionFor(id, terminating)
 				action = a
 				return ok && !a.Active()
 			})
@@ -59,7 +59,7 @@ func TestScaleInLongGraceF4(t *testing.T) {
 				if action.CompletedBy != awssim.CompletedByHeartbeatTimeout {
 					t.Fatalf("without a handler the action ended by %s, want %s", action.CompletedBy, awssim.CompletedByHeartbeatTimeout)
 				}
-				h.eventually(10*time.Second, "the instance to terminate", func() bool { in, _ := h.sim.Instance(id); return in.EC2State == "terminated" })
+				h.Eventually(10*time.Second, "the instance to terminate", func() bool { in, _ := h.Sim.Instance(id); return in.EC2State == "terminated" })
 				if !h.podExists(ns, pod.Name) {
 					t.Fatal("pod finished before the instance was terminated; the seed does not reproduce F4")
 				}
@@ -89,7 +89,7 @@ func TestScaleInLongGraceF4(t *testing.T) {
 			if took := action.Completed.Sub(action.Started); took < 7*time.Second {
 				t.Errorf("action completed %v after it started; the pod's shutdown takes 8 s (7 s at the least)", took)
 			}
-			h.eventually(10*time.Second, "the instance to terminate", func() bool { in, _ := h.sim.Instance(id); return in.EC2State == "terminated" })
+			h.Eventually(10*time.Second, "the instance to terminate", func() bool { in, _ := h.Sim.Instance(id); return in.EC2State == "terminated" })
 		})
 	}
 }
@@ -102,16 +102,16 @@ func TestScaleInLongGraceF4(t *testing.T) {
 func TestWarmPoolLaunchF1(t *testing.T) {
 	h := newHarness(t, harnessOptions{flags: []string{"--launch-ready-timeout", "12s"}})
 	group := "f1-" + testenv.UniqueName("g")
-	before := h.createGroup(group, 1)[0]
-	h.putHook(group, "launch", launching, 4, "ABANDON")
-	if _, err := h.as.PutWarmPool(h.ctx, &autoscaling.PutWarmPoolInput{AutoScalingGroupName: aws.String(group), MinSize: aws.Int32(2),
+	before := h.CreateGroup(group, 1)[0]
+	h.PutHook(group, "launch", launching, 4, "ABANDON")
+	if _, err := h.AS.PutWarmPool(h.Ctx, &autoscaling.PutWarmPoolInput{AutoScalingGroupName: aws.String(group), MinSize: aws.Int32(2),
 		MaxGroupPreparedCapacity: aws.Int32(3), PoolState: astypes.WarmPoolStateStopped}); err != nil {
 		t.Fatal(err)
 	}
 	var pool []string
-	h.eventually(30*time.Second, "two warm-pool instances Warmed:Stopped", func() bool {
+	h.Eventually(30*time.Second, "two warm-pool instances Warmed:Stopped", func() bool {
 		pool = pool[:0]
-		for _, in := range h.sim.Instances() {
+		for _, in := range h.Sim.Instances() {
 			if in.GroupName == group && in.LifecycleState == astypes.LifecycleStateWarmedStopped {
 				pool = append(pool, in.ID)
 			}
@@ -119,7 +119,7 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 		return len(pool) == 2
 	})
 	for _, id := range pool {
-		a, ok := h.actionFor(id, launching)
+		a, ok := h.ActionFor(id, launching)
 		if !ok || a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Destination != "WarmPool" {
 			t.Errorf("warm-pool entry of %s: %+v; want completed CONTINUE by lifeboat", id, a)
 		}
@@ -129,26 +129,24 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 	h.mu.Lock()
 	h.joinDelay = 6 * time.Second
 	h.mu.Unlock()
-	if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
+	if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
 	}
 	var joined string
-	h.eventually(45*time.Second, "a pool instance in service", func() bool {
+	h.Eventually(45*time.Second, "a pool instance in service", func() bool {
 		for _, id := range pool {
-			if in, _ := h.sim.Instance(id); in.LifecycleState == astypes.LifecycleStateInService {
+			if in, _ := h.Sim.Instance(id); in.LifecycleState == astypes.LifecycleStateInService {
 				joined = id
 				return true
 			}
 		}
 		return false
 	})
-	a, _ := h.actionFor(joined, launching)
+	a, _ := h.ActionFor(joined, launching)
 	if a.Origin != "WarmPool" || a.Destination != "AutoScalingGroup" || a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" {
 		t.Fatalf("warm pool -> group action: %+v; want completed CONTINUE by lifeboat", a)
 	}
-	h.mu.Lock()
-	readyAt := h.ready[joined]
-	h.mu.Unlock()
+	readyAt := h.ReadyAt(joined)
 	if readyAt.IsZero() || a.Completed.Before(readyAt) {
 		t.Errorf("launch completed at %v, node ready at %v: completed before the node was Ready", a.Completed, readyAt)
 	}
@@ -166,18 +164,18 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 	h.mu.Lock()
 	h.noJoin[last] = true
 	h.mu.Unlock()
-	if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(3)}); err != nil {
+	if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(3)}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(45*time.Second, "the never-joining instance's launch action to end", func() bool {
-		for _, a := range h.sim.Actions() {
+	h.Eventually(45*time.Second, "the never-joining instance's launch action to end", func() bool {
+		for _, a := range h.Sim.Actions() {
 			if a.InstanceID == last && a.Origin == "WarmPool" && !a.Active() {
 				return true
 			}
 		}
 		return false
 	})
-	for _, a := range h.sim.Actions() {
+	for _, a := range h.Sim.Actions() {
 		if a.InstanceID == last && a.Origin == "WarmPool" {
 			if a.CompletedBy != awssim.CompletedByAPI || a.Result != "ABANDON" {
 				t.Errorf("never-joining instance: %+v; want ABANDON by lifeboat at --launch-ready-timeout", a)
@@ -186,10 +184,10 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 	}
 
 	// The instance from before the hook has no action and stays in service.
-	if in, _ := h.sim.Instance(before); in.LifecycleState != astypes.LifecycleStateInService {
+	if in, _ := h.Sim.Instance(before); in.LifecycleState != astypes.LifecycleStateInService {
 		t.Errorf("instance launched before the hook is %s, want InService", in.LifecycleState)
 	}
-	for _, a := range h.sim.Actions() {
+	for _, a := range h.Sim.Actions() {
 		if a.InstanceID == before {
 			t.Errorf("instance launched before the hook got an action: %+v", a)
 		}
@@ -201,37 +199,37 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 func TestSpotInterruption(t *testing.T) {
 	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s"}})
 	group := "spot-" + testenv.UniqueName("g")
-	id := h.createGroup(group, 1)[0]
-	node := h.nodeName(id)
+	id := h.CreateGroup(group, 1)[0]
+	node := h.NodeName(id)
 	ns := kube.Namespace(t)
-	slow, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: node, Grace: 300 * time.Second})
+	slow, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: node, Grace: 300 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	guarded, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: node, Labels: map[string]string{"app": "guarded"}, ShutdownAfter: time.Second})
+	guarded, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: node, Labels: map[string]string{"app": "guarded"}, ShutdownAfter: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	one := intstr.FromInt32(1)
-	if _, err := kube.CreatePDB(h.ctx, testenv.PDBSpec{Namespace: ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
+	if _, err := kube.CreatePDB(h.Ctx, testenv.PDBSpec{Namespace: ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
 		t.Fatal(err)
 	}
 	// The notice was sent 108 s ago: 12 s are left before AWS acts.
 	sent := time.Now().Add(-108 * time.Second)
 	deadline := sent.Add(2 * time.Minute)
-	h.putEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
+	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
 	put := time.Now()
-	h.eventually(10*time.Second, "node cordoned and tainted", func() bool {
-		n := h.node(node)
-		return n.Spec.Unschedulable && hasTaint(n, "lifeboat.io/spot-interruption")
+	h.Eventually(10*time.Second, "node cordoned and tainted", func() bool {
+		n := h.Node(node)
+		return n.Spec.Unschedulable && testenv.HasTaint(n, "lifeboat.io/spot-interruption")
 	})
 	t.Logf("event put -> node cordoned: %v", time.Since(put).Round(time.Millisecond))
-	h.eventually(time.Until(deadline)+time.Second, "the 300 s-grace pod gone before the deadline", func() bool { return !h.podExists(ns, slow.Name) })
+	h.Eventually(time.Until(deadline)+time.Second, "the 300 s-grace pod gone before the deadline", func() bool { return !h.podExists(ns, slow.Name) })
 	time.Sleep(time.Until(deadline) + 2*time.Second)
 	if !h.podExists(ns, guarded.Name) {
 		t.Error("pod guarded by a PDB was removed (no force-delete configured)")
 	}
-	h.eventually(10*time.Second, "a DeadlinePassed event on the node", func() bool { return h.nodeEvents(node, "DeadlinePassed") >= 1 })
+	h.Eventually(10*time.Second, "a DeadlinePassed event on the node", func() bool { return h.NodeEvents(node, "DeadlinePassed") >= 1 })
 }
 
 // A Health scheduled change naming two instances drains both; duplicates
@@ -239,11 +237,11 @@ func TestSpotInterruption(t *testing.T) {
 func TestHealthScheduledChangeSeveralInstances(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	group := "health-" + testenv.UniqueName("g")
-	ids := h.createGroup(group, 2)
+	ids := h.CreateGroup(group, 2)
 	ns := kube.Namespace(t)
 	var pods []string
 	for _, id := range ids {
-		p, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: h.nodeName(id), ShutdownAfter: time.Second})
+		p, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: h.NodeName(id), ShutdownAfter: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,29 +263,29 @@ func TestHealthScheduledChangeSeveralInstances(t *testing.T) {
 	}
 	sent := time.Now().UTC().Truncate(time.Second)
 	for range 3 { // one event and two duplicates
-		h.putEvent("aws.health", "AWS Health Event", sent, detail)
+		h.PutEvent("aws.health", "AWS Health Event", sent, detail)
 	}
 	for i, id := range ids {
-		node := h.nodeName(id)
-		h.eventually(20*time.Second, "node "+node+" drained", func() bool {
-			n := h.node(node)
-			return n.Spec.Unschedulable && hasTaint(n, "lifeboat.io/scheduled-change") && !h.podExists(ns, pods[i]) &&
+		node := h.NodeName(id)
+		h.Eventually(20*time.Second, "node "+node+" drained", func() bool {
+			n := h.Node(node)
+			return n.Spec.Unschedulable && testenv.HasTaint(n, "lifeboat.io/scheduled-change") && !h.podExists(ns, pods[i]) &&
 				n.Annotations["lifeboat.io/drained"] != ""
 		})
 	}
 	// A fourth copy after the drains: recognised as done.
-	h.putEvent("aws.health", "AWS Health Event", sent, detail)
+	h.PutEvent("aws.health", "AWS Health Event", sent, detail)
 	time.Sleep(3 * time.Second)
 	for _, id := range ids {
-		node := h.nodeName(id)
-		if got := h.nodeEvents(node, "Drained"); got != 1 {
+		node := h.NodeName(id)
+		if got := h.NodeEvents(node, "Drained"); got != 1 {
 			t.Errorf("node %s has %d Drained events, want 1", node, got)
 		}
-		if got := h.nodeEvents(node, "Cordoned"); got != 1 {
+		if got := h.NodeEvents(node, "Cordoned"); got != 1 {
 			t.Errorf("node %s has %d Cordoned events, want 1", node, got)
 		}
 	}
-	h.eventually(30*time.Second, "the queue to be empty", func() bool { return h.queueEmpty() })
+	h.Eventually(30*time.Second, "the queue to be empty", func() bool { return h.QueueEmpty() })
 }
 
 // Rebalance recommendations cordon only by default, and drain when configured.
@@ -299,23 +297,23 @@ func TestRebalance(t *testing.T) {
 				flags = []string{"--drain-on", "spot-interruption,rebalance-recommendation"}
 			}
 			h := newHarness(t, harnessOptions{flags: flags})
-			id := h.createGroup("rebalance-"+testenv.UniqueName("g"), 1)[0]
-			node := h.nodeName(id)
+			id := h.CreateGroup("rebalance-"+testenv.UniqueName("g"), 1)[0]
+			node := h.NodeName(id)
 			ns := kube.Namespace(t)
-			p, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
+			p, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.putEvent("aws.ec2", "EC2 Instance Rebalance Recommendation", time.Now(), map[string]string{"instance-id": id})
-			h.eventually(10*time.Second, "node cordoned and tainted", func() bool {
-				n := h.node(node)
-				return n.Spec.Unschedulable && hasTaint(n, "lifeboat.io/rebalance-recommendation")
+			h.PutEvent("aws.ec2", "EC2 Instance Rebalance Recommendation", time.Now(), map[string]string{"instance-id": id})
+			h.Eventually(10*time.Second, "node cordoned and tainted", func() bool {
+				n := h.Node(node)
+				return n.Spec.Unschedulable && testenv.HasTaint(n, "lifeboat.io/rebalance-recommendation")
 			})
 			if drainOn {
-				h.eventually(15*time.Second, "pod evicted", func() bool { return !h.podExists(ns, p.Name) })
+				h.Eventually(15*time.Second, "pod evicted", func() bool { return !h.podExists(ns, p.Name) })
 				return
 			}
-			h.eventually(15*time.Second, "the message handled", func() bool { return h.queueEmpty() })
+			h.Eventually(15*time.Second, "the message handled", func() bool { return h.QueueEmpty() })
 			if !h.podExists(ns, p.Name) {
 				t.Error("rebalance drained the node; the default is cordon only")
 			}

@@ -18,35 +18,35 @@ import (
 func TestDryRunChangesNothing(t *testing.T) {
 	h := newHarness(t, harnessOptions{flags: []string{"--dry-run"}})
 	group := "dry-" + testenv.UniqueName("g")
-	id := h.createGroup(group, 1)[0]
-	node := h.nodeName(id)
-	h.putHook(group, "drain", terminating, 30, "CONTINUE")
+	id := h.CreateGroup(group, 1)[0]
+	node := h.NodeName(id)
+	h.PutHook(group, "drain", terminating, 30, "CONTINUE")
 	ns := kube.Namespace(t)
-	p, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
+	p, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.putEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": id, "instance-action": "terminate"})
-	if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
+	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": id, "instance-action": "terminate"})
+	if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(20*time.Second, "lifeboat to log what it would do", func() bool {
-		return strings.Contains(h.proc.Tail(400), "dry run: would complete lifecycle action") &&
-			strings.Contains(h.proc.Tail(400), "dry run: would delete message")
+	h.Eventually(20*time.Second, "lifeboat to log what it would do", func() bool {
+		return strings.Contains(h.Lifeboat.Process().Tail(400), "dry run: would complete lifecycle action") &&
+			strings.Contains(h.Lifeboat.Process().Tail(400), "dry run: would delete message")
 	})
-	n := h.node(node)
-	if n.Spec.Unschedulable || hasTaint(n, "lifeboat.io/spot-interruption") || n.Annotations["lifeboat.io/events"] != "" {
+	n := h.Node(node)
+	if n.Spec.Unschedulable || testenv.HasTaint(n, "lifeboat.io/spot-interruption") || n.Annotations["lifeboat.io/events"] != "" {
 		t.Errorf("dry run changed the node: unschedulable=%v taints=%v annotations=%v", n.Spec.Unschedulable, n.Spec.Taints, n.Annotations)
 	}
 	if !h.podExists(ns, p.Name) {
 		t.Error("dry run evicted a pod")
 	}
 	for _, call := range []string{"CompleteLifecycleAction", "RecordLifecycleActionHeartbeat"} {
-		if got := h.sim.Calls(call); got != 0 {
+		if got := h.Sim.Calls(call); got != 0 {
 			t.Errorf("dry run made %d %s calls", got, call)
 		}
 	}
-	if h.queueEmpty() {
+	if h.QueueEmpty() {
 		t.Error("dry run deleted messages")
 	}
 }
@@ -59,27 +59,27 @@ func TestSharedQueueForeignInstances(t *testing.T) {
 	for _, policy := range []string{"leave", "delete"} {
 		t.Run(policy, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{flags: []string{"--unknown-instance", policy}})
-			ours := h.createGroup("ours-"+testenv.UniqueName("g"), 1)[0]
+			ours := h.CreateGroup("ours-"+testenv.UniqueName("g"), 1)[0]
 			// Another cluster's group: no cluster tag; its instance is no node here.
 			foreignGroup := "theirs-" + testenv.UniqueName("g")
 			h.mu.Lock()
 			h.foreignGroups[foreignGroup] = true
 			h.mu.Unlock()
-			if _, err := h.as.CreateAutoScalingGroup(h.ctx, &autoscaling.CreateAutoScalingGroupInput{
+			if _, err := h.AS.CreateAutoScalingGroup(h.Ctx, &autoscaling.CreateAutoScalingGroupInput{
 				AutoScalingGroupName: aws.String(foreignGroup), MinSize: aws.Int32(0), MaxSize: aws.Int32(2), DesiredCapacity: aws.Int32(0),
 				LaunchConfigurationName: aws.String("lc"),
 			}); err != nil {
 				t.Fatal(err)
 			}
-			h.putHook(foreignGroup, "launch", launching, 5, "CONTINUE")
+			h.PutHook(foreignGroup, "launch", launching, 5, "CONTINUE")
 			foreign := testenv.RandomInstanceID()
-			h.putEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": foreign, "instance-action": "terminate"})
-			if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(foreignGroup), DesiredCapacity: aws.Int32(1)}); err != nil {
+			h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": foreign, "instance-action": "terminate"})
+			if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(foreignGroup), DesiredCapacity: aws.Int32(1)}); err != nil {
 				t.Fatal(err)
 			}
 			var foreignAction awssim.Action
-			h.eventually(30*time.Second, "the foreign launch action to end", func() bool {
-				for _, a := range h.sim.Actions() {
+			h.Eventually(30*time.Second, "the foreign launch action to end", func() bool {
+				for _, a := range h.Sim.Actions() {
 					if a.GroupName == foreignGroup {
 						foreignAction = a
 						return !a.Active()
@@ -87,19 +87,19 @@ func TestSharedQueueForeignInstances(t *testing.T) {
 				}
 				return false
 			})
-			if h.metric("lifeboat_unknown_instance_events_total") < 1 {
+			if h.Metric("lifeboat_unknown_instance_events_total", nil) < 1 {
 				t.Error("foreign events were not counted as unknown instances")
 			}
 			if foreignAction.CompletedBy == awssim.CompletedByAPI {
 				t.Errorf("lifeboat completed another cluster's launch action: %+v", foreignAction)
 			}
-			n := h.node(h.nodeName(ours))
+			n := h.Node(h.NodeName(ours))
 			if n.Spec.Unschedulable {
 				t.Error("our node was cordoned for another cluster's interruption")
 			}
 			if policy == "delete" {
-				h.eventually(20*time.Second, "foreign messages deleted", func() bool { return h.queueEmpty() })
-			} else if h.queueEmpty() {
+				h.Eventually(20*time.Second, "foreign messages deleted", func() bool { return h.QueueEmpty() })
+			} else if h.QueueEmpty() {
 				t.Error("messages about another cluster's instances were deleted under --unknown-instance=leave")
 			}
 		})
@@ -111,35 +111,35 @@ func TestSharedQueueForeignInstances(t *testing.T) {
 // TEST_NOTIFICATION sent when the hook is created is deleted.
 func TestDirectHookNotification(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	for _, r := range h.stack.Rules {
+	for _, r := range h.Stack.Rules {
 		if strings.HasSuffix(r, "-LifecycleRule") {
-			if _, err := h.eb.RemoveTargets(h.ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(r), Ids: []string{"lifeboat"}}); err != nil {
+			if _, err := h.EB.RemoveTargets(h.Ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(r), Ids: []string{"lifeboat"}}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := h.eb.DeleteRule(h.ctx, &eventbridge.DeleteRuleInput{Name: aws.String(r)}); err != nil {
+			if _, err := h.EB.DeleteRule(h.Ctx, &eventbridge.DeleteRuleInput{Name: aws.String(r)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	group := "direct-" + testenv.UniqueName("g")
-	id := h.createGroup(group, 1)[0]
-	if _, err := h.as.PutLifecycleHook(h.ctx, &autoscaling.PutLifecycleHookInput{
+	id := h.CreateGroup(group, 1)[0]
+	if _, err := h.AS.PutLifecycleHook(h.Ctx, &autoscaling.PutLifecycleHookInput{
 		AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String("drain"),
 		LifecycleTransition: aws.String(terminating), HeartbeatTimeout: aws.Int32(2), DefaultResult: aws.String("ABANDON"),
-		NotificationTargetARN: aws.String(h.stack.QueueARN), RoleARN: aws.String("arn:aws:iam::123456789012:role/asg-to-sqs"),
+		NotificationTargetARN: aws.String(h.Stack.QueueARN), RoleARN: aws.String("arn:aws:iam::123456789012:role/asg-to-sqs"),
 	}); err != nil {
 		t.Fatal(err)
 	}
 	ns := kube.Namespace(t)
-	if _, err := kube.CreatePod(h.ctx, testenv.PodSpec{Namespace: ns, Node: h.nodeName(id), ShutdownAfter: 4 * time.Second}); err != nil {
+	if _, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: h.NodeName(id), ShutdownAfter: 4 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.as.SetDesiredCapacity(h.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
+	if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
 		t.Fatal(err)
 	}
 	var a awssim.Action
-	h.eventually(40*time.Second, "the terminate action to end", func() bool {
-		x, ok := h.actionFor(id, terminating)
+	h.Eventually(40*time.Second, "the terminate action to end", func() bool {
+		x, ok := h.ActionFor(id, terminating)
 		a = x
 		return ok && !x.Active()
 	})
@@ -148,7 +148,7 @@ func TestDirectHookNotification(t *testing.T) {
 	}
 	// State-change messages about the terminated instance stay (it is no
 	// node any more: left for an owner); the TEST_NOTIFICATION was deleted.
-	h.eventually(20*time.Second, "the TEST_NOTIFICATION counted and deleted", func() bool {
-		return h.metric("lifeboat_messages_ignored_total", `reason="test-notification"`) >= 1
+	h.Eventually(20*time.Second, "the TEST_NOTIFICATION counted and deleted", func() bool {
+		return h.Metric("lifeboat_messages_ignored_total", map[string]string{"reason": "test-notification"}) >= 1
 	})
 }

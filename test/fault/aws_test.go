@@ -74,7 +74,7 @@ func TestAWSFaults(t *testing.T) {
 	}
 	before := map[string]testenv.ProxyStats{"sqs": w.sqsProxy.Stats(), "autoscaling": w.asProxy.Stats()}
 	start := time.Now()
-	if _, err := w.as.SetDesiredCapacity(w.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(8)}); err != nil {
+	if _, err := w.sc.AS.SetDesiredCapacity(w.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(8)}); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
@@ -88,7 +88,7 @@ func TestAWSFaults(t *testing.T) {
 	const actions = 4 // two launches, two terminations
 	w.eventually(2*time.Minute, "every lifecycle action to end", func() bool {
 		n := 0
-		for _, a := range w.sim.Actions() {
+		for _, a := range w.sc.Sim.Actions() {
 			if a.GroupName == group {
 				n++
 				if a.Active() {
@@ -98,7 +98,7 @@ func TestAWSFaults(t *testing.T) {
 		}
 		return n == actions
 	})
-	for _, a := range w.sim.Actions() {
+	for _, a := range w.sc.Sim.Actions() {
 		if a.GroupName == group && (a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1) {
 			t.Errorf("%s action of %s: ended by %s with %q after %d completions; want one completion with CONTINUE by the API",
 				a.Transition, a.InstanceID, a.CompletedBy, a.Result, a.Completions)

@@ -150,7 +150,7 @@ func soakCycle(ctx context.Context, w *world, ns, name string) error {
 	}
 	body := fmt.Sprintf(`{"version":"0","id":"soak-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
 		id, time.Now().UTC().Format(time.RFC3339), id)
-	if _, err := w.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
+	if _, err := w.sc.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.sc.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -2,23 +2,14 @@ package fault
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -31,25 +22,19 @@ const (
 	terminating = "autoscaling:EC2_INSTANCE_TERMINATING"
 )
 
-// world is one test's AWS side and lifeboat: a queue stack in moto, an Auto
-// Scaling simulator whose instances become kwok nodes, fault proxies in
-// front of SQS and Auto Scaling (rate 0 unless configured: they count the
-// requests), and lifeboat running against the proxies.
+// world is one test's AWS side and lifeboat (sc, a testenv.Scenario): a
+// queue stack in moto, an Auto Scaling simulator whose instances become
+// kwok nodes, fault proxies in front of SQS and Auto Scaling (rate 0 unless
+// configured: they count the requests), and lifeboat running against the
+// proxies.
 type world struct {
-	t     *testing.T
-	ctx   context.Context
-	stack *testenv.QueueStack
-	sim   *awssim.Server
-	as    *autoscaling.Client // the test's own, straight to the simulator
-	eb    *eventbridge.Client
-	sqs   *sqs.Client
+	t   *testing.T
+	ctx context.Context
+	sc  *testenv.Scenario
 	// sqsProxy and asProxy stand between lifeboat and moto's SQS and the
 	// simulator.
 	sqsProxy, asProxy *testenv.FaultProxy
 	lb                *testenv.Lifeboat
-
-	mu    sync.Mutex
-	nodes map[string]string // instance ID -> node name
 }
 
 type worldOptions struct {
@@ -68,37 +53,15 @@ type worldOptions struct {
 
 func newWorld(t *testing.T, o worldOptions) *world {
 	t.Helper()
-	if o.timeout == 0 {
-		o.timeout = 4 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
-	t.Cleanup(cancel)
-	w := &world{t: t, ctx: ctx, nodes: map[string]string{}}
+	sc := testenv.NewScenario(t, testenv.ScenarioOptions{
+		Kube: kube, Moto: moto, LifeboatBin: lifeboatBin,
+		ClusterName: clusterName, Prefix: "f", GroupLabel: "fault.lifeboat.io/group",
+		Timeout: o.timeout, GroupMaxSize: 20, JoinTimeout: 60 * time.Second,
+	})
+	w := &world{t: t, ctx: sc.Ctx, sc: sc}
 	var err error
-	w.stack, err = testenv.CreateQueueStack(ctx, moto.Endpoint, strings.ToLower(testenv.UniqueName("f")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.sim, err = awssim.New(awssim.Options{
-		MotoEndpoint:        moto.Endpoint,
-		MinHeartbeatTimeout: time.Second,
-		OnInstanceRunning:   w.instanceRunning,
-		OnInstanceGone:      w.instanceGone,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.sim.Start(ctx, "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = w.sim.Close()
-		if err := w.sim.Err(); err != nil {
-			t.Errorf("auto scaling simulator: %v", err)
-		}
-	})
 	o.sqsFaults.Target, o.sqsFaults.Protocol = moto.Endpoint, testenv.ProtocolJSON
-	o.asFaults.Target, o.asFaults.Protocol = w.sim.Endpoint(), testenv.ProtocolQuery
+	o.asFaults.Target, o.asFaults.Protocol = sc.Sim.Endpoint(), testenv.ProtocolQuery
 	if w.sqsProxy, err = testenv.StartFaultProxy(o.sqsFaults); err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +70,6 @@ func newWorld(t *testing.T, o worldOptions) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.asProxy.Close() })
-	cfg := testenv.MotoAWSConfig()
-	w.as = autoscaling.NewFromConfig(cfg, func(o *autoscaling.Options) { o.BaseEndpoint = aws.String(w.sim.Endpoint()) })
-	w.eb = eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
-	w.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
-	t.Cleanup(w.deleteNodes)
 	if !o.noLifeboat {
 		w.startLifeboat(o.kubeconfig, o.flags...)
 	}
@@ -123,34 +81,9 @@ func newWorld(t *testing.T, o worldOptions) *world {
 // within seconds.
 func (w *world) startLifeboat(kubeconfig string, extra ...string) {
 	w.t.Helper()
-	if kubeconfig == "" {
-		kubeconfig = kube.Kubeconfig
-	}
-	args := append([]string{
-		"--queue-url", w.stack.QueueURL,
-		"--aws-endpoint", "sqs=" + w.sqsProxy.URL() + ",autoscaling=" + w.asProxy.URL() + ",ec2=" + moto.Endpoint + ",eventbridge=" + moto.Endpoint + ",sts=" + moto.Endpoint,
-		"--region", "us-east-1",
-		"--kubeconfig", kubeconfig,
-		"--leader-elect=false",
-		"--cluster-name", clusterName,
-		"--eviction-backoff", "500ms",
-		"--visibility-timeout", "10s",
-		"--log-level", "debug",
-	}, extra...)
-	lb, err := testenv.StartLifeboat(w.ctx, testenv.LifeboatOptions{Bin: lifeboatBin, Args: args, Dir: w.t.TempDir()})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.lb = lb
-	w.t.Cleanup(func() {
-		lb.Stop()
-		if w.t.Failed() {
-			lines := lb.Logs()
-			if len(lines) > 300 {
-				lines = lines[len(lines)-300:]
-			}
-			w.t.Logf("---- lifeboat logs (%d runs), last %d lines ----\n%s", lb.Runs(), len(lines), strings.Join(lines, "\n"))
-		}
+	w.lb = w.sc.StartLifeboat(testenv.ScenarioLifeboat{
+		SQSEndpoint: w.sqsProxy.URL(), AutoScalingEndpoint: w.asProxy.URL(), Kubeconfig: kubeconfig,
+		Args: append([]string{"--visibility-timeout", "10s"}, extra...),
 	})
 }
 
@@ -162,112 +95,68 @@ func (w *world) restart() {
 	}
 }
 
-// instanceRunning makes the instance a kwok node, as a real instance joins
-// the cluster when it boots.
-func (w *world) instanceRunning(ctx context.Context, inst awssim.Instance) {
-	if inst.InWarmPool {
-		return
-	}
-	go func() { // node creation must not hold up the simulator's callbacks
-		_, err := kube.CreateNode(ctx, testenv.NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
-			Labels: map[string]string{"fault.lifeboat.io/group": inst.GroupName}})
-		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
-			w.t.Errorf("creating node for %s: %v", inst.ID, err)
-			return
-		}
-		w.mu.Lock()
-		w.nodes[inst.ID] = inst.PrivateDNSName
-		w.mu.Unlock()
-	}()
-}
+// The helpers below are the Scenario's, under the names this package's
+// tests use.
 
-// instanceGone removes the node of a terminated instance, as the cloud
-// controller would.
-func (w *world) instanceGone(ctx context.Context, inst awssim.Instance) {
-	w.mu.Lock()
-	name, ok := w.nodes[inst.ID]
-	w.mu.Unlock()
-	if ok && inst.EC2State == "terminated" {
-		_ = kube.DeleteNode(ctx, name)
-	}
-}
+func (w *world) nodeName(instanceID string) string { return w.sc.NodeName(instanceID) }
 
-func (w *world) deleteNodes() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, name := range w.nodes {
-		_ = kube.DeleteNode(context.Background(), name)
-	}
-}
-
-func (w *world) nodeName(instanceID string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.nodes[instanceID]
-}
-
-// createGroup creates an Auto Scaling group of this cluster with n
-// instances and waits until each has a Ready node.
 func (w *world) createGroup(name string, n int32) []string {
 	w.t.Helper()
-	_, err := w.as.CreateAutoScalingGroup(w.ctx, &autoscaling.CreateAutoScalingGroupInput{
-		AutoScalingGroupName: aws.String(name), MinSize: aws.Int32(0), MaxSize: aws.Int32(20), DesiredCapacity: aws.Int32(n),
-		AvailabilityZones: []string{"us-east-1a"},
-		LaunchTemplate:    &astypes.LaunchTemplateSpecification{LaunchTemplateName: aws.String("lt"), Version: aws.String("$Latest")},
-		Tags: []astypes.Tag{{Key: aws.String("kubernetes.io/cluster/" + clusterName), Value: aws.String("owned"),
-			PropagateAtLaunch: aws.Bool(true)}},
-	})
-	if err != nil {
-		w.t.Fatalf("creating group %s: %v", name, err)
-	}
-	var ids []string
-	w.eventually(60*time.Second, fmt.Sprintf("%d instances of %s in service with nodes", n, name), func() bool {
-		ids = ids[:0]
-		for _, in := range w.sim.Instances() {
-			if in.GroupName == name && in.LifecycleState == astypes.LifecycleStateInService && w.nodeName(in.ID) != "" {
-				ids = append(ids, in.ID)
-			}
-		}
-		return len(ids) == int(n)
-	})
-	return ids
+	return w.sc.CreateGroup(name, n)
 }
 
 func (w *world) putHook(group, name, transition string, timeout int32, defaultResult string) {
 	w.t.Helper()
-	_, err := w.as.PutLifecycleHook(w.ctx, &autoscaling.PutLifecycleHookInput{
-		AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(name),
-		LifecycleTransition: aws.String(transition), HeartbeatTimeout: aws.Int32(timeout), DefaultResult: aws.String(defaultResult),
-	})
-	if err != nil {
-		w.t.Fatalf("putting hook %s: %v", name, err)
-	}
+	w.sc.PutHook(group, name, transition, timeout, defaultResult)
+}
+
+func (w *world) putEvent(source, detailType string, when time.Time, detail any) {
+	w.t.Helper()
+	w.sc.PutEvent(source, detailType, when, detail)
+}
+
+func (w *world) node(name string) (*corev1.Node, bool) {
+	w.t.Helper()
+	return w.sc.LookupNode(name)
+}
+
+func (w *world) nodeEvents(node, reason string) int {
+	w.t.Helper()
+	return w.sc.NodeEvents(node, reason)
+}
+
+func (w *world) eventually(d time.Duration, what string, cond func() bool) {
+	w.t.Helper()
+	w.sc.Eventually(d, what, cond)
+}
+
+func (w *world) actionFor(instanceID, transition string) (awssim.Action, bool) {
+	return w.sc.ActionFor(instanceID, transition)
+}
+
+func (w *world) queueCounts() (visible, inFlight int) {
+	w.t.Helper()
+	return w.sc.QueueCounts()
+}
+
+func (w *world) queueEmpty() bool {
+	w.t.Helper()
+	return w.sc.QueueEmpty()
+}
+
+func (w *world) metric(name string, labels map[string]string) float64 {
+	w.t.Helper()
+	return w.sc.Metric(name, labels)
 }
 
 // terminate terminates an instance through Auto Scaling (decrementing the
 // desired capacity): its terminate lifecycle actions start.
 func (w *world) terminate(instanceID string) {
 	w.t.Helper()
-	if _, err := w.as.TerminateInstanceInAutoScalingGroup(w.ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	if _, err := w.sc.AS.TerminateInstanceInAutoScalingGroup(w.ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(instanceID), ShouldDecrementDesiredCapacity: aws.Bool(true),
 	}); err != nil {
 		w.t.Fatalf("terminating %s: %v", instanceID, err)
-	}
-}
-
-// putEvent publishes an event on moto's default bus, as AWS would; the
-// stack's rules deliver it to the queue.
-func (w *world) putEvent(source, detailType string, when time.Time, detail any) {
-	w.t.Helper()
-	b, err := json.Marshal(detail)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	out, err := w.eb.PutEvents(w.ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-		Source: aws.String(source), DetailType: aws.String(detailType), Detail: aws.String(string(b)), Time: aws.Time(when),
-	}}})
-	if err != nil || out.FailedEntryCount > 0 {
-		w.t.Fatalf("putting event %s: %v", detailType, err)
 	}
 }
 
@@ -280,39 +169,9 @@ func (w *world) spot(instanceID string, sent time.Time) {
 // send puts a raw body on the queue.
 func (w *world) send(body string) {
 	w.t.Helper()
-	if _, err := w.sqs.SendMessage(w.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
+	if _, err := w.sc.SQS.SendMessage(w.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.sc.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
 		w.t.Fatalf("sending a message: %v", err)
 	}
-}
-
-// queueCounts returns the messages waiting and in flight.
-func (w *world) queueCounts() (visible, inFlight int) {
-	w.t.Helper()
-	out, err := w.sqs.GetQueueAttributes(w.ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.stack.QueueURL),
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	visible, _ = strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
-	inFlight, _ = strconv.Atoi(out.Attributes["ApproximateNumberOfMessagesNotVisible"])
-	return visible, inFlight
-}
-
-func (w *world) queueEmpty() bool {
-	v, f := w.queueCounts()
-	return v == 0 && f == 0
-}
-
-func (w *world) node(name string) (*corev1.Node, bool) {
-	w.t.Helper()
-	n, err := kube.Client.CoreV1().Nodes().Get(w.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, false
-	}
-	if err != nil {
-		w.t.Fatalf("getting node %s: %v", name, err)
-	}
-	return n, true
 }
 
 // pods returns the pods bound to a node (terminating ones included).
@@ -327,81 +186,10 @@ func (w *world) pods(node string) []corev1.Pod {
 	return list.Items
 }
 
-// eventually polls cond until it holds, or fails the test after d.
-func (w *world) eventually(d time.Duration, what string, cond func() bool) {
-	w.t.Helper()
-	if err := w.wait(d, cond); err != nil {
-		w.t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// wait polls cond every 50 ms until it holds, d passes or the test's
-// context ends.
-func (w *world) wait(d time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v", d)
-		}
-		select {
-		case <-w.ctx.Done():
-			return w.ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
-// actionFor returns the last lifecycle action of an instance for a transition.
-func (w *world) actionFor(instanceID, transition string) (awssim.Action, bool) {
-	var found awssim.Action
-	ok := false
-	for _, a := range w.sim.Actions() {
-		if a.InstanceID == instanceID && a.Transition == transition {
-			found, ok = a, true
-		}
-	}
-	return found, ok
-}
-
-// metric reads one of lifeboat's metrics (current run), summed over the
-// samples with the given labels.
-func (w *world) metric(name string, labels map[string]string) float64 {
-	w.t.Helper()
-	v, err := w.lb.Metric(w.ctx, name, labels)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return v
-}
-
-// nodeEvents counts the Kubernetes Events with reason on the node (their
-// count field included: the recorder aggregates repeats).
-func (w *world) nodeEvents(node, reason string) int {
-	w.t.Helper()
-	list, err := kube.Client.CoreV1().Events(metav1.NamespaceDefault).List(w.ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.name": node, "reason": reason}.String(),
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		n += max(int(e.Count), 1)
-	}
-	return n
-}
-
 func metav1GetOptions() metav1.GetOptions { return metav1.GetOptions{} }
 
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
+// hasTaint is testenv.HasTaint.
+func hasTaint(n *corev1.Node, key string) bool { return testenv.HasTaint(n, key) }
 
 // lifeboatMarks lists what lifeboat leaves on a node it touched.
 func lifeboatMarks(n *corev1.Node) []string {

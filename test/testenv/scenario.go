@@ -186,7 +186,7 @@ func (e *Env) CreateNode(ctx context.Context, spec NodeSpec) (*corev1.Node, erro
 		if e.opts.NoControllerManager {
 			return NodeReady(n), nil // nobody removes the admission's not-ready taint
 		}
-		return NodeReady(n) && !hasTaint(n, corev1.TaintNodeNotReady) && !hasTaint(n, corev1.TaintNodeUnreachable), nil
+		return NodeReady(n) && !HasTaint(n, corev1.TaintNodeNotReady) && !HasTaint(n, corev1.TaintNodeUnreachable), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("waiting for node %s to be Ready without not-ready taint (conditions %v, taints %v): %w",
@@ -232,7 +232,8 @@ func NodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func hasTaint(n *corev1.Node, key string) bool {
+// HasTaint reports whether the node has a taint with key.
+func HasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {
 			return true
