@@ -118,10 +118,14 @@ func BenchmarkLifecycleScale(b *testing.B) {
 	opened := time.Now()
 	time.Sleep(hold)
 	var active, timedOut, beats, minBeats int
+	var lag []float64
 	minBeats = 1 << 30
 	for _, a := range sim.Actions() {
 		if a.Transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
 			continue
+		}
+		if !a.Announced.IsZero() {
+			lag = append(lag, a.Announced.Sub(a.Started).Seconds())
 		}
 		if a.Active() {
 			active++
@@ -132,6 +136,8 @@ func BenchmarkLifecycleScale(b *testing.B) {
 		beats += a.Heartbeats
 		minBeats = min(minBeats, a.Heartbeats)
 	}
+	p := percentiles(lag)
+	b.Logf("simulator and moto: %d of %d actions announced; started -> announced p50 %.2f s, p99 %.2f s, max %.2f s", len(lag), n, p.P50, p.P99, p.Max)
 	b.Logf("after %v: %d actions active, %d timed out, %d heartbeats (min %d per action)", time.Since(opened).Round(time.Second), active, timedOut, beats, minBeats)
 	if timedOut > 0 || active != n {
 		b.Fatalf("%d of %d actions timed out (%d active): heartbeats came late", timedOut, n, active)
