@@ -106,29 +106,34 @@ func (s *Server) announceAction(g *group, a *action) {
 	}
 	groupARN, targetARN := g.arn, a.hook.targetARN
 	queued := time.Now() // the wall clock: moto's delay is real even with a fake Options.Clock
+	a.announcing = true
 	s.outbox.add(a.inst.id, func(ctx context.Context) error {
-		if err := s.putEvent(ctx, now, sourceAutoScaling, detailType, []string{groupARN}, detail); err != nil {
-			return fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
-		}
-		if direct != nil {
-			if err := s.sendToQueue(ctx, targetARN, direct); err != nil {
-				return fmt.Errorf("notifying %s of lifecycle action %s: %w", targetARN, a.token, err)
+		err := s.putEvent(ctx, now, sourceAutoScaling, detailType, []string{groupARN}, detail)
+		if err != nil {
+			err = fmt.Errorf("announcing lifecycle action %s: %w", a.token, err)
+		} else if direct != nil {
+			if err = s.sendToQueue(ctx, targetARN, direct); err != nil {
+				err = fmt.Errorf("notifying %s of lifecycle action %s: %w", targetARN, a.token, err)
 			}
 		}
-		// AWS announces an action within about a second. When moto took
-		// longer (a burst of hundreds), the whole seconds of delay are added
-		// to the action's deadlines, so that moto's lag is not counted
-		// against the consumer's first heartbeat.
+		// AWS announces an action within about a second, and its timeout
+		// runs from the start. When moto took longer (a burst of hundreds),
+		// the action could not time out meanwhile (announcing), and the
+		// whole seconds of delay are added to its deadlines, so moto's lag
+		// is not counted against the consumer's first heartbeat.
 		lag := time.Since(queued).Truncate(time.Second)
 		s.mu.Lock()
-		a.announced = s.clock.Now()
+		defer s.mu.Unlock()
+		a.announcing = false
+		if err == nil {
+			a.announced = s.clock.Now()
+		}
 		if lag > 0 && a.active() {
 			a.globalDeadline = a.globalDeadline.Add(lag)
 			a.deadline = minTime(a.deadline.Add(lag), a.globalDeadline)
-			s.poke()
 		}
-		s.mu.Unlock()
-		return nil
+		s.poke()
+		return err
 	})
 }
 

@@ -142,14 +142,17 @@ func (in *instance) readyInPool() bool {
 }
 
 type action struct {
-	token          string
-	inst           *instance
-	groupName      string
-	hook           hook // a copy: the hook as it was when the action started
-	transition     string
-	origin, dest   string
-	started        time.Time
-	announced      time.Time // when every announcement of it reached moto
+	token        string
+	inst         *instance
+	groupName    string
+	hook         hook // a copy: the hook as it was when the action started
+	transition   string
+	origin, dest string
+	started      time.Time
+	announced    time.Time // when every announcement of it reached moto
+	// announcing is set while its announcement waits in the outbox: the
+	// action cannot time out before its consumer could know of it.
+	announcing     bool
 	deadline       time.Time
 	globalDeadline time.Time
 	heartbeats     int
@@ -629,7 +632,7 @@ func (s *Server) poke() {
 func (s *Server) expire(ctx context.Context) error {
 	now := s.clock.Now()
 	for _, a := range s.actions {
-		if !a.active() || now.Before(a.deadline) {
+		if !a.active() || a.announcing || now.Before(a.deadline) {
 			continue
 		}
 		by := CompletedByHeartbeatTimeout
@@ -647,7 +650,7 @@ func (s *Server) nextDeadline() (time.Time, bool) {
 	var next time.Time
 	found := false
 	for _, a := range s.actions {
-		if a.active() && (!found || a.deadline.Before(next)) {
+		if a.active() && !a.announcing && (!found || a.deadline.Before(next)) {
 			next, found = a.deadline, true
 		}
 	}

@@ -83,9 +83,10 @@
 //     arrive a moment later), in order for one instance and in parallel
 //     across instances; Flush waits for them. AWS announces an action
 //     within about a second; when moto needs longer (bursts of hundreds of
-//     actions on a loaded machine), the whole seconds of that delay are
-//     added to the action's deadlines, so moto's lag does not eat the
-//     consumer's heartbeat timeout (Action.Announced tells when it left).
+//     actions on a loaded machine), the action does not time out before it
+//     was announced and the whole seconds of that delay are added to its
+//     deadlines, so moto's lag does not eat the consumer's heartbeat
+//     timeout (Action.Announced tells when it left).
 //
 // # Error messages
 //

@@ -243,6 +243,19 @@ func (s *Source) InFlight() int {
 	return len(s.inFlight)
 }
 
+// stillInFlight reports whether the message of batch entry entryID (an
+// index into ids) is still being worked on.
+func (s *Source) stillInFlight(ids []string, entryID string) bool {
+	i, err := strconv.Atoi(entryID)
+	if err != nil || i < 0 || i >= len(ids) {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.inFlight[ids[i]]
+	return ok
+}
+
 // extendLoop keeps every in-flight message invisible: every third of the
 // visibility timeout it pushes their visibility out again, ten per call.
 func (s *Source) extendLoop(ctx context.Context) {
@@ -262,6 +275,7 @@ func (s *Source) extend(ctx context.Context) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	var entries []types.ChangeMessageVisibilityBatchRequestEntry
+	var ids []string // message ID of entries[i]
 	for id, f := range s.inFlight {
 		// SQS caps a message's total invisibility at 12 h from its receipt.
 		left := maxVisibility - now.Sub(f.received)
@@ -273,6 +287,7 @@ func (s *Source) extend(ctx context.Context) {
 			Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: aws.String(f.handle),
 			VisibilityTimeout: int32(min(s.o.Visibility, left) / time.Second),
 		})
+		ids = append(ids, id)
 	}
 	s.mu.Unlock()
 	for i := 0; i < len(entries); i += maxMessages {
@@ -285,6 +300,9 @@ func (s *Source) extend(ctx context.Context) {
 			continue
 		}
 		for _, f := range out.Failed {
+			if !s.stillInFlight(ids, aws.ToString(f.Id)) {
+				continue // deleted while the batch was on its way: nothing to extend
+			}
 			s.log.Warn("extending message visibility failed", "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 		}
 	}
