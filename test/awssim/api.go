@@ -812,6 +812,9 @@ func (s *Server) recordLifecycleActionHeartbeat(_ context.Context, f form) (any,
 		return nil, err
 	}
 	a.heartbeats++
+	if a.heartbeats == 1 {
+		a.firstHeartbeat = s.clock.Now()
+	}
 	a.deadline = minTime(s.clock.Now().Add(a.hook.heartbeat), a.globalDeadline)
 	s.poke()
 	return nil, nil

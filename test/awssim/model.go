@@ -156,6 +156,7 @@ type action struct {
 	deadline       time.Time
 	globalDeadline time.Time
 	heartbeats     int
+	firstHeartbeat time.Time
 	completions    int
 	rejected       int
 	result         string
@@ -169,7 +170,7 @@ func (a *action) snapshot() Action {
 		Transition: a.transition, Origin: a.origin, Destination: a.dest,
 		NotificationMetadata: a.hook.metadata, HeartbeatTimeout: a.hook.heartbeat,
 		Started: a.started, Announced: a.announced, Deadline: a.deadline, GlobalDeadline: a.globalDeadline,
-		Heartbeats: a.heartbeats, Completions: a.completions, Rejected: a.rejected,
+		Heartbeats: a.heartbeats, FirstHeartbeat: a.firstHeartbeat, Completions: a.completions, Rejected: a.rejected,
 		Result: a.result, CompletedBy: a.by, Completed: a.completed,
 	}
 }

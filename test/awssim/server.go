@@ -512,8 +512,10 @@ type Action struct {
 	// it never passes GlobalDeadline.
 	Deadline       time.Time
 	GlobalDeadline time.Time
-	// Heartbeats counts accepted RecordLifecycleActionHeartbeat calls.
-	Heartbeats int
+	// Heartbeats counts accepted RecordLifecycleActionHeartbeat calls;
+	// FirstHeartbeat is when the first was accepted.
+	Heartbeats     int
+	FirstHeartbeat time.Time
 	// Completions counts accepted CompleteLifecycleAction calls (0 or 1).
 	Completions int
 	// Rejected counts CompleteLifecycleAction and

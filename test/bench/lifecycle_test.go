@@ -88,6 +88,10 @@ func BenchmarkLifecycleScale(b *testing.B) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// The launches' state-change events must not queue ahead of the burst.
+	if !sim.Flush(5 * time.Minute) {
+		b.Fatal("the simulator's launch announcements did not reach moto within 5 minutes")
+	}
 	b.Logf("%d instances and nodes ready in %v", n, time.Since(setup).Round(time.Second))
 	if _, err := as.PutLifecycleHook(ctx, &autoscaling.PutLifecycleHookInput{AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String("drain"),
 		LifecycleTransition: aws.String("autoscaling:EC2_INSTANCE_TERMINATING"), HeartbeatTimeout: aws.Int32(hookTimeout), DefaultResult: aws.String("ABANDON")}); err != nil {
@@ -118,7 +122,7 @@ func BenchmarkLifecycleScale(b *testing.B) {
 	opened := time.Now()
 	time.Sleep(hold)
 	var active, timedOut, beats, minBeats int
-	var lag []float64
+	var lag, pickup []float64
 	minBeats = 1 << 30
 	for _, a := range sim.Actions() {
 		if a.Transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
@@ -126,6 +130,9 @@ func BenchmarkLifecycleScale(b *testing.B) {
 		}
 		if !a.Announced.IsZero() {
 			lag = append(lag, a.Announced.Sub(a.Started).Seconds())
+			if !a.FirstHeartbeat.IsZero() {
+				pickup = append(pickup, a.FirstHeartbeat.Sub(a.Announced).Seconds())
+			}
 		}
 		if a.Active() {
 			active++
@@ -138,6 +145,10 @@ func BenchmarkLifecycleScale(b *testing.B) {
 	}
 	p := percentiles(lag)
 	b.Logf("simulator and moto: %d of %d actions announced; started -> announced p50 %.2f s, p99 %.2f s, max %.2f s", len(lag), n, p.P50, p.P99, p.Max)
+	first := percentiles(pickup)
+	b.Logf("lifeboat: announced -> first heartbeat p50 %.2f s, p99 %.2f s, max %.2f s (%d actions)", first.P50, first.P99, first.Max, len(pickup))
+	b.ReportMetric(first.P99, "first_heartbeat_p99_s")
+	b.ReportMetric(first.Max, "first_heartbeat_max_s")
 	b.Logf("after %v: %d actions active, %d timed out, %d heartbeats (min %d per action)", time.Since(opened).Round(time.Second), active, timedOut, beats, minBeats)
 	if timedOut > 0 || active != n {
 		b.Fatalf("%d of %d actions timed out (%d active): heartbeats came late", timedOut, n, active)
