@@ -54,8 +54,12 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	var mu sync.Mutex
 	samples := []soakSample{sample(start)}
-	ctx, stop := context.WithTimeout(w.ctx, d)
+	// Canceled after d rather than given a deadline: client-go's rate
+	// limiter refuses at once a wait that would pass a context's deadline,
+	// with an error the workers would not recognise as the soak's end.
+	ctx, stop := context.WithCancel(w.ctx)
 	defer stop()
+	time.AfterFunc(d, stop)
 	g, gctx := errgroup.WithContext(ctx)
 	for worker := range 8 {
 		g.Go(func() error {
