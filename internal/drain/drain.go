@@ -100,7 +100,7 @@ var ErrDeadline = errors.New("deadline passed before the node was empty")
 // be nil.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	var res Result
-	pods, err := d.podsToEvict(ctx, node)
+	pods, listRV, err := d.podsToEvict(ctx, node)
 	if err != nil {
 		return res, err
 	}
@@ -121,7 +121,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, pr
 		}
 	}
 	for _, group := range priorityGroups(pods) {
-		r, err := d.drainGroup(ctx, node, group, deadline, report)
+		r, err := d.drainGroup(ctx, node, group, listRV, deadline, report)
 		res.Evicted += r.Evicted
 		res.GraceCapped += r.GraceCapped
 		res.ForceDeleted += r.ForceDeleted
@@ -133,13 +133,14 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, pr
 	return res, nil
 }
 
-// podsToEvict lists the node's pods and keeps those lifeboat evicts.
-func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, error) {
+// podsToEvict lists the node's pods and keeps those lifeboat evicts. It
+// also returns the list's resourceVersion, from which waitGone can watch.
+func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
 	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
+		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
 	var out []corev1.Pod
 	for i := range list.Items {
@@ -148,7 +149,7 @@ func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, e
 			out = append(out, *pod)
 		}
 	}
-	return out, nil
+	return out, list.ResourceVersion, nil
 }
 
 // evictable reports whether a pod is one a drain removes: not a mirror pod,
@@ -198,8 +199,9 @@ func isCritical(p *corev1.Pod) bool {
 	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
 }
 
-// drainGroup evicts the pods of one group concurrently and waits until all are gone.
-func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, deadline time.Time, report func(func(*Progress))) (Result, error) {
+// drainGroup evicts the pods of one group concurrently and waits until all
+// are gone, watching from listRV (the list the pods came from).
+func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress))) (Result, error) {
 	var res Result
 	var mu sync.Mutex
 	sem := make(chan struct{}, d.parallel)
@@ -240,7 +242,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		res.Remaining = len(remaining)
 		return res, fmt.Errorf("draining node %s: %d pods not evicted: %w", node, len(remaining), ErrDeadline)
 	}
-	left, err := d.waitGone(ctx, node, pods, deadline, report)
+	left, err := d.waitGone(ctx, node, pods, listRV, deadline, report)
 	res.Remaining = left
 	return res, err
 }
@@ -339,8 +341,12 @@ func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // waitGone watches the node's pods until none of pods (by UID) is left. It
-// returns the number left when the deadline passes.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, deadline time.Time, report func(func(*Progress))) (int, error) {
+// returns the number left when the deadline passes. The first watch starts
+// at fromRV, the resourceVersion of the list the pods came from, so every
+// deletion since is seen without listing again (one request less per node
+// in a burst); when that watch ends (410 Gone for an old version, a closed
+// connection), it lists and watches anew.
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, fromRV string, deadline time.Time, report func(func(*Progress))) (int, error) {
 	waiting := make(map[types.UID]corev1.Pod, len(pods))
 	for _, p := range pods {
 		waiting[p.UID] = p
@@ -354,29 +360,34 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		deadlineC = t.C()
 	}
 	forced := false
+	rv := fromRV
 	for {
-		list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			return len(waiting), fmt.Errorf("listing pods of node %s: %w", node, err)
-		}
-		present := map[types.UID]bool{}
-		for _, p := range list.Items {
-			present[p.UID] = true
-		}
-		gone := 0
-		for uid := range waiting {
-			if !present[uid] {
-				delete(waiting, uid)
-				gone++
+		if rv == "" {
+			list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+			if err != nil {
+				return len(waiting), fmt.Errorf("listing pods of node %s: %w", node, err)
 			}
-		}
-		report(func(p *Progress) { p.Gone += gone })
-		if len(waiting) == 0 {
-			return 0, nil
+			present := map[types.UID]bool{}
+			for _, p := range list.Items {
+				present[p.UID] = true
+			}
+			gone := 0
+			for uid := range waiting {
+				if !present[uid] {
+					delete(waiting, uid)
+					gone++
+				}
+			}
+			report(func(p *Progress) { p.Gone += gone })
+			if len(waiting) == 0 {
+				return 0, nil
+			}
+			rv = list.ResourceVersion
 		}
 		w, err := d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
-			FieldSelector: sel, ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true,
+			FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
 		})
+		rv = "" // after this watch, list again
 		if err != nil {
 			return len(waiting), fmt.Errorf("watching pods of node %s: %w", node, err)
 		}

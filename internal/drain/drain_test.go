@@ -376,3 +376,48 @@ func TestCordonWithStaleCache(t *testing.T) {
 		t.Errorf("unschedulable=%v labels=%v: the cordon or the other writer's label was lost", n.Spec.Unschedulable, n.Labels)
 	}
 }
+
+// waitGone watches from the resourceVersion of the list the pods came from
+// (no second list); from a version the API server no longer has, it lists
+// and watches anew. Either way it sees every deletion, including one that
+// happened before it started watching.
+func TestWaitGoneFromListVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		rv   func(listRV string) string
+	}{
+		{name: "the list's version", rv: func(listRV string) string { return listRV }},
+		{name: "a compacted version", rv: func(string) string { return "1" }},
+		{name: "none", rv: func(string) string { return "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t, time.Minute)
+			ns := env.Namespace(t)
+			node := newNode(t)
+			early := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node})
+			late := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
+			list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One pod is gone before the watch starts, the other while it runs.
+			zero := int64(0)
+			if err := env.Client.CoreV1().Pods(ns).Delete(ctx, early.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.Client.CoreV1().Pods(ns).Delete(ctx, late.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			left, err := newDrainer(drain.Options{}).WaitGone(ctx, node, list.Items, tt.rv(list.ResourceVersion), time.Now().Add(30*time.Second))
+			if err != nil || left != 0 {
+				t.Fatalf("WaitGone = %d, %v; want 0 left", left, err)
+			}
+			if podExists(t, ctx, early) || podExists(t, ctx, late) {
+				t.Error("WaitGone returned while a pod still exists")
+			}
+		})
+	}
+}
