@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,29 +134,16 @@ func burst(ctx context.Context, b *testing.B, env *testenv.Env, endpoint, queueU
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		b.Fatal("node informer did not sync")
 	}
-	client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	sent := make([]time.Time, len(ids))
 	var mu sync.Mutex
 	b.ResetTimer()
 	go func() {
-		began := time.Now()
-		defer func() { b.Logf("sent %d messages in %v", len(ids), time.Since(began).Round(time.Millisecond)) }()
-		for start := 0; start < len(ids); start += 10 {
-			var entries []sqstypes.SendMessageBatchRequestEntry
-			now := time.Now()
-			for j := start; j < min(start+10, len(ids)); j++ {
-				body := fmt.Sprintf(`{"version":"0","id":"bench-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
-					ids[j], now.UTC().Format(time.RFC3339), ids[j])
-				entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String(body)})
-				mu.Lock()
-				sent[j] = now
-				mu.Unlock()
-			}
-			if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
+		took := sendSpotNotices(ctx, b, endpoint, queueURL, ids, func(j int, at time.Time) {
+			mu.Lock()
+			sent[j] = at
+			mu.Unlock()
+		})
+		b.Logf("sent %d messages in %v", len(ids), took.Round(time.Millisecond))
 	}()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {

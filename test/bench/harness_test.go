@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -55,8 +56,9 @@ const (
 // once (see the kinds above); it reports message -> cordoned, -> drained
 // (and -> lifecycle completed) percentiles, API requests by verb during the
 // burst (the API server's, all clients, and lifeboat's own), and lifeboat's
-// peak RSS. A text table, JSON and an SVG chart go to LIFEBOAT_BENCH_OUT
-// (default out/bench/ under the repository root).
+// peak RSS. LIFEBOAT_BENCH_ARGS adds lifeboat flags (space-separated, e.g.
+// "--kube-qps 500 --kube-burst 1000"). A text table, JSON and an SVG chart
+// go to LIFEBOAT_BENCH_OUT (default out/bench/ under the repository root).
 func BenchmarkInterruptionBurst(b *testing.B) {
 	n := burstNodes(b)
 	podsPer := envInt(b, "LIFEBOAT_BENCH_PODS_PER_NODE", 2)
@@ -64,6 +66,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	if kind != kindSpot && kind != kindSpotQueued && kind != kindScaleIn {
 		b.Fatalf("LIFEBOAT_BENCH_KIND=%q: want %s, %s or %s", kind, kindSpot, kindSpotQueued, kindScaleIn)
 	}
+	extraArgs := strings.Fields(os.Getenv("LIFEBOAT_BENCH_ARGS"))
 	outDir := os.Getenv("LIFEBOAT_BENCH_OUT")
 	if outDir == "" {
 		outDir = filepath.Join(testenv.RepoRoot(), "out", "bench")
@@ -94,10 +97,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if f.sim != nil {
 			endpoints += ",autoscaling=" + f.sim.Endpoint()
 		}
-		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, []string{"run",
+		args := append([]string{"run",
 			"--queue-url", stack.QueueURL, "--aws-endpoint", endpoints, "--region", "us-east-1",
 			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
-		}, testenv.AWSEnv(), dir)
+		}, extraArgs...)
+		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, args, testenv.AWSEnv(), dir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -170,7 +174,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			t0 = time.Now()
 			go func() {
 				defer close(sendDone)
-				sendTook = sendSpotNotices(ctx, b, moto, stack.QueueURL, f.ids, func(j int, at time.Time) {
+				sendTook = sendSpotNotices(ctx, b, moto.Endpoint, stack.QueueURL, f.ids, func(j int, at time.Time) {
 					mu.Lock()
 					sent[j] = at
 					mu.Unlock()
@@ -180,7 +184,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			if err := syscall.Kill(proc.Pid(), syscall.SIGSTOP); err != nil {
 				b.Fatal(err)
 			}
-			sendTook = sendSpotNotices(ctx, b, moto, stack.QueueURL, f.ids, func(int, time.Time) {})
+			sendTook = sendSpotNotices(ctx, b, moto.Endpoint, stack.QueueURL, f.ids, func(int, time.Time) {})
 			t0 = time.Now()
 			if err := syscall.Kill(proc.Pid(), syscall.SIGCONT); err != nil {
 				b.Fatal(err)
@@ -229,8 +233,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 
 		res := &Result{
 			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
-				kind, n, podsPer),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer, strings.Join(extraArgs, " ")),
 			Kind:             kind,
 			Lifecycle:        f.sim != nil,
 			Nodes:            n,
@@ -450,8 +454,8 @@ func createNodeWithPods(ctx context.Context, env *testenv.Env, ns, name, instanc
 // sendSpotNotices puts one Spot interruption notice per instance on the
 // queue, ten per SendMessageBatch, calling sent for each as its batch
 // leaves, and returns how long it took.
-func sendSpotNotices(ctx context.Context, b *testing.B, moto *testenv.Moto, queueURL string, ids []string, sent func(j int, at time.Time)) time.Duration {
-	client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
+func sendSpotNotices(ctx context.Context, b *testing.B, endpoint, queueURL string, ids []string, sent func(j int, at time.Time)) time.Duration {
+	client := sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	start := time.Now()
 	for first := 0; first < len(ids); first += 10 {
 		var entries []sqstypes.SendMessageBatchRequestEntry
