@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -49,12 +50,12 @@ func TestAWSFaults(t *testing.T) {
 		asFaults:  testenv.FaultProxyOptions{Rate: rate, Seed: s + 1, Hang: time.Second},
 	})
 	group := "aws-" + testenv.UniqueName("g")
-	ids := w.createGroup(group, 6)
+	ids := w.CreateGroup(group, 6)
 	// A 10 s hook timeout with heartbeats every 2 s (--heartbeat-interval):
 	// the same ratio of margin to SDK backoff as AWS's 30 s minimum with
 	// the default interval of half the timeout.
-	w.putHook(group, "drain", terminating, 10, "ABANDON")
-	w.putHook(group, "launch", launching, 10, "ABANDON")
+	w.PutHook(group, "drain", terminating, 10, "ABANDON")
+	w.PutHook(group, "launch", launching, 10, "ABANDON")
 	ns := kube.Namespace(t)
 	g, gctx := errgroup.WithContext(w.ctx)
 	var pods []string
@@ -62,7 +63,7 @@ func TestAWSFaults(t *testing.T) {
 		for k := range 2 {
 			name := fmt.Sprintf("p%d-%d", i, k)
 			pods = append(pods, name)
-			node := w.nodeName(id)
+			node := w.NodeName(id)
 			g.Go(func() error {
 				_, err := kube.CreatePod(gctx, testenv.PodSpec{Namespace: ns, Name: name, Node: node, ShutdownAfter: time.Duration(2+4*k) * time.Second})
 				return err
@@ -74,11 +75,11 @@ func TestAWSFaults(t *testing.T) {
 	}
 	before := map[string]testenv.ProxyStats{"sqs": w.sqsProxy.Stats(), "autoscaling": w.asProxy.Stats()}
 	start := time.Now()
-	if _, err := w.sc.AS.SetDesiredCapacity(w.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(8)}); err != nil {
+	if _, err := w.AS.SetDesiredCapacity(w.ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(8)}); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
-		t.Logf("instance %d: %s node %s", i, id, w.nodeName(id))
+		t.Logf("instance %d: %s node %s", i, id, w.NodeName(id))
 	}
 	w.terminate(ids[0])
 	w.terminate(ids[1])
@@ -86,9 +87,9 @@ func TestAWSFaults(t *testing.T) {
 	w.spot(ids[3], time.Now())
 
 	const actions = 4 // two launches, two terminations
-	w.eventually(2*time.Minute, "every lifecycle action to end", func() bool {
+	w.Eventually(2*time.Minute, "every lifecycle action to end", func() bool {
 		n := 0
-		for _, a := range w.sc.Sim.Actions() {
+		for _, a := range w.Sim.Actions() {
 			if a.GroupName == group {
 				n++
 				if a.Active() {
@@ -98,28 +99,28 @@ func TestAWSFaults(t *testing.T) {
 		}
 		return n == actions
 	})
-	for _, a := range w.sc.Sim.Actions() {
+	for _, a := range w.Sim.Actions() {
 		if a.GroupName == group && (a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1) {
 			t.Errorf("%s action of %s: ended by %s with %q after %d completions; want one completion with CONTINUE by the API",
 				a.Transition, a.InstanceID, a.CompletedBy, a.Result, a.Completions)
 		}
 	}
 	for _, id := range ids[2:4] {
-		name := w.nodeName(id)
-		w.eventually(time.Minute, "Spot node "+name+" drained", func() bool {
-			n, ok := w.node(name)
+		name := w.NodeName(id)
+		w.Eventually(time.Minute, "Spot node "+name+" drained", func() bool {
+			n, ok := w.LookupNode(name)
 			return ok && n.Spec.Unschedulable && n.Annotations["lifeboat.io/drained"] != ""
 		})
 	}
-	w.eventually(time.Minute, "every pod evicted", func() bool {
+	w.Eventually(time.Minute, "every pod evicted", func() bool {
 		for _, p := range pods {
-			if _, err := kube.Client.CoreV1().Pods(ns).Get(w.ctx, p, metav1GetOptions()); err == nil {
+			if _, err := kube.Client.CoreV1().Pods(ns).Get(w.ctx, p, metav1.GetOptions{}); err == nil {
 				return false
 			}
 		}
 		return true
 	})
-	w.eventually(time.Minute, "the queue to be empty", w.queueEmpty)
+	w.Eventually(time.Minute, "the queue to be empty", w.QueueEmpty)
 	elapsed := time.Since(start)
 
 	// Bounded requests: no hot loop. Without faults this scenario takes

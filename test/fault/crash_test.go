@@ -98,7 +98,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	t := w.t
 	iterStart := time.Now()
 	group := fmt.Sprintf("crash%02d-%s", i, testenv.UniqueName("g"))
-	ids := w.createGroup(group, 3)
+	ids := w.CreateGroup(group, 3)
 	scaled, spot, bystander := ids[0], ids[1], ids[2]
 	// The hook's timeout outlasts a message's redelivery after a kill: a
 	// long poll of the killed process still open at SQS (up to 20 s) may
@@ -111,7 +111,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	if point == killBetweenHeartbeats {
 		timeout = 10
 	}
-	w.putHook(group, "drain", terminating, timeout, "ABANDON")
+	w.PutHook(group, "drain", terminating, timeout, "ABANDON")
 
 	// Pods: short shutdowns, except that the heartbeat point needs a drain
 	// that outlasts two heartbeat intervals.
@@ -124,13 +124,13 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 			if point == killBetweenHeartbeats && id == scaled && k == 0 {
 				shutdown = 16 * time.Second
 			}
-			node := w.nodeName(id)
+			node := w.NodeName(id)
 			g.Go(func() error {
 				p, err := kube.CreatePod(gctx, testenv.PodSpec{Namespace: ns, Node: node, Grace: 60 * time.Second, ShutdownAfter: shutdown})
 				if err != nil {
 					return err
 				}
-				if node != w.nodeName(bystander) {
+				if node != w.NodeName(bystander) {
 					mu.Lock()
 					pods = append(pods, p.Name)
 					mu.Unlock()
@@ -154,7 +154,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	ours := func(b []byte) bool {
 		return bytes.Contains(b, []byte(scaled)) || bytes.Contains(b, []byte(spot))
 	}
-	completed := func() bool { a, ok := w.actionFor(scaled, terminating); return ok && !a.Active() }
+	completed := func() bool { a, ok := w.ActionFor(scaled, terminating); return ok && !a.Active() }
 	heartbeats := 0
 	stop := make(chan struct{})
 	defer close(stop)
@@ -215,7 +215,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	case killAfterCordon:
 		poll(func() bool {
 			for _, id := range []string{scaled, spot} {
-				if n, ok := w.node(w.nodeName(id)); ok && n.Spec.Unschedulable {
+				if n, ok := w.LookupNode(w.NodeName(id)); ok && n.Spec.Unschedulable {
 					return true
 				}
 			}
@@ -224,7 +224,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	case killMidEviction:
 		poll(func() bool {
 			for _, id := range []string{scaled, spot} {
-				for _, p := range w.pods(w.nodeName(id)) {
+				for _, p := range w.pods(w.NodeName(id)) {
 					if p.DeletionTimestamp != nil {
 						return true
 					}
@@ -269,12 +269,12 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	}
 
 	// The outcome.
-	w.eventually(60*time.Second, "the terminate action to end", completed)
-	a, _ := w.actionFor(scaled, terminating)
+	w.Eventually(60*time.Second, "the terminate action to end", completed)
+	a, _ := w.ActionFor(scaled, terminating)
 	if a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1 {
 		t.Fatalf("iteration %d (%s): terminate action %+v; want completed once with CONTINUE by the API", i, point, a)
 	}
-	w.eventually(60*time.Second, "every pod of the two interrupted nodes gone", func() bool {
+	w.Eventually(60*time.Second, "every pod of the two interrupted nodes gone", func() bool {
 		for _, p := range pods {
 			if _, err := kube.Client.CoreV1().Pods(ns).Get(w.ctx, p, metav1.GetOptions{}); err == nil {
 				return false
@@ -282,19 +282,19 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 		}
 		return true
 	})
-	spotNode := w.nodeName(spot)
-	w.eventually(60*time.Second, "the Spot node marked drained", func() bool {
-		n, ok := w.node(spotNode)
+	spotNode := w.NodeName(spot)
+	w.Eventually(60*time.Second, "the Spot node marked drained", func() bool {
+		n, ok := w.LookupNode(spotNode)
 		return ok && n.Annotations["lifeboat.io/drained"] != "" && n.Annotations["lifeboat.io/events"] == ""
 	})
-	n, _ := w.node(spotNode)
-	if !n.Spec.Unschedulable || !hasTaint(n, "lifeboat.io/spot-interruption") {
+	n, _ := w.LookupNode(spotNode)
+	if !n.Spec.Unschedulable || !testenv.HasTaint(n, "lifeboat.io/spot-interruption") {
 		t.Fatalf("iteration %d (%s): Spot node %s: unschedulable=%v taints=%v", i, point, spotNode, n.Spec.Unschedulable, n.Spec.Taints)
 	}
-	if n, ok := w.node(w.nodeName(bystander)); !ok || len(lifeboatMarks(n)) > 0 {
+	if n, ok := w.LookupNode(w.NodeName(bystander)); !ok || len(lifeboatMarks(n)) > 0 {
 		t.Fatalf("iteration %d (%s): bystander node: present=%v marks=%v", i, point, ok, lifeboatMarks(n))
 	}
-	w.eventually(60*time.Second, "the queue to be empty", w.queueEmpty)
+	w.Eventually(60*time.Second, "the queue to be empty", w.QueueEmpty)
 	if exited, err := w.lb.Exited(); exited {
 		t.Fatalf("iteration %d: lifeboat exited: %v", i, err)
 	}
@@ -303,7 +303,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	}
 	// Leave no node behind for the next iteration.
 	for _, id := range []string{spot, bystander} {
-		_ = kube.DeleteNode(w.ctx, w.nodeName(id))
+		_ = kube.DeleteNode(w.ctx, w.NodeName(id))
 	}
 	t.Logf("iteration %d (%s) held in %v (heartbeats %d)", i, point, time.Since(iterStart).Round(time.Millisecond), a.Heartbeats)
 	return kills

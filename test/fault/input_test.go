@@ -17,8 +17,8 @@ import (
 // instance in the queue for its owner.
 func TestBadInput(t *testing.T) {
 	w := newWorld(t, worldOptions{})
-	ids := w.createGroup("input-"+testenv.UniqueName("g"), 2)
-	node, other := w.nodeName(ids[0]), w.nodeName(ids[1])
+	ids := w.CreateGroup("input-"+testenv.UniqueName("g"), 2)
+	node, other := w.NodeName(ids[0]), w.NodeName(ids[1])
 	spot := func(detail string) string {
 		return `{"version":"0","id":"` + testenv.UniqueName("e") + `","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"` +
 			time.Now().UTC().Format(time.RFC3339) + `","region":"us-east-1","resources":[],"detail":` + detail + `}`
@@ -50,13 +50,13 @@ func TestBadInput(t *testing.T) {
 	// Valid and large: 200 KiB of padding around a real notice.
 	w.send(spot(fmt.Sprintf(`{"instance-id":%q,"instance-action":"terminate","padding":%q}`, ids[0], strings.Repeat("x", 200<<10))))
 
-	w.eventually(30*time.Second, "the large valid message to drain its node", func() bool {
-		n, ok := w.node(node)
+	w.Eventually(30*time.Second, "the large valid message to drain its node", func() bool {
+		n, ok := w.LookupNode(node)
 		return ok && n.Annotations["lifeboat.io/drained"] != ""
 	})
-	w.eventually(30*time.Second, "every rejected message counted", func() bool {
+	w.Eventually(30*time.Second, "every rejected message counted", func() bool {
 		for reason, n := range want {
-			if w.metric("lifeboat_messages_rejected_total", map[string]string{"reason": reason}) != n {
+			if w.Metric("lifeboat_messages_rejected_total", map[string]string{"reason": reason}) != n {
 				return false
 			}
 		}
@@ -65,17 +65,17 @@ func TestBadInput(t *testing.T) {
 	for reason, n := range want {
 		t.Logf("rejected %v messages as %s", n, reason)
 	}
-	if got := w.metric("lifeboat_messages_ignored_total", map[string]string{"reason": "unhandled-detail-type"}); got < 1 {
+	if got := w.Metric("lifeboat_messages_ignored_total", map[string]string{"reason": "unhandled-detail-type"}); got < 1 {
 		t.Errorf("the misspelt detail-type was not counted as ignored (%v)", got)
 	}
-	if got := w.metric("lifeboat_messages_ignored_total", map[string]string{"reason": "unknown-format"}); got < 1 {
+	if got := w.Metric("lifeboat_messages_ignored_total", map[string]string{"reason": "unknown-format"}); got < 1 {
 		t.Errorf("the unknown format was not counted as ignored (%v)", got)
 	}
-	w.eventually(30*time.Second, "only the other cluster's message left", func() bool {
-		v, f := w.queueCounts()
-		return v+f == 1 && w.metric("lifeboat_unknown_instance_events_total", nil) >= 1
+	w.Eventually(30*time.Second, "only the other cluster's message left", func() bool {
+		v, f := w.QueueCounts()
+		return v+f == 1 && w.Metric("lifeboat_unknown_instance_events_total", nil) >= 1
 	})
-	if n, ok := w.node(other); !ok || len(lifeboatMarks(n)) > 0 {
+	if n, ok := w.LookupNode(other); !ok || len(lifeboatMarks(n)) > 0 {
 		t.Errorf("node %s named only by rejected messages: present=%v marks=%v", other, ok, lifeboatMarks(n))
 	}
 	if exited, err := w.lb.Exited(); exited {

@@ -35,9 +35,9 @@ type kubeScenario struct {
 func newKubeScenario(w *world, podsPerNode int, shutdown func(i int) time.Duration) *kubeScenario {
 	t := w.t
 	group := "kube-" + testenv.UniqueName("g")
-	ids := w.createGroup(group, 2)
-	w.putHook(group, "drain", terminating, 20, "ABANDON")
-	s := &kubeScenario{w: w, ns: kube.Namespace(t), scaled: ids[0], spot: ids[1], scaledNodeName: w.nodeName(ids[0]), spotNodeName: w.nodeName(ids[1])}
+	ids := w.CreateGroup(group, 2)
+	w.PutHook(group, "drain", terminating, 20, "ABANDON")
+	s := &kubeScenario{w: w, ns: kube.Namespace(t), scaled: ids[0], spot: ids[1], scaledNodeName: w.NodeName(ids[0]), spotNodeName: w.NodeName(ids[1])}
 	g, gctx := errgroup.WithContext(w.ctx)
 	g.SetLimit(8)
 	for n, node := range []string{s.scaledNodeName, s.spotNodeName} {
@@ -68,12 +68,12 @@ func (s *kubeScenario) start() {
 // queue empty, lifeboat running.
 func (s *kubeScenario) check(d time.Duration) {
 	w, t := s.w, s.w.t
-	w.eventually(d, "the terminate action to end", func() bool { a, ok := w.actionFor(s.scaled, terminating); return ok && !a.Active() })
-	a, _ := w.actionFor(s.scaled, terminating)
+	w.Eventually(d, "the terminate action to end", func() bool { a, ok := w.ActionFor(s.scaled, terminating); return ok && !a.Active() })
+	a, _ := w.ActionFor(s.scaled, terminating)
 	if a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1 {
 		t.Errorf("terminate action ended by %s with %q after %d completions; want one completion with CONTINUE by the API", a.CompletedBy, a.Result, a.Completions)
 	}
-	w.eventually(d, "every pod gone", func() bool {
+	w.Eventually(d, "every pod gone", func() bool {
 		for _, p := range s.pods {
 			if _, err := kube.Client.CoreV1().Pods(s.ns).Get(w.ctx, p, metav1.GetOptions{}); err == nil {
 				return false
@@ -81,15 +81,15 @@ func (s *kubeScenario) check(d time.Duration) {
 		}
 		return true
 	})
-	w.eventually(d, "the Spot node drained", func() bool {
-		n, ok := w.node(s.spotNodeName)
+	w.Eventually(d, "the Spot node drained", func() bool {
+		n, ok := w.LookupNode(s.spotNodeName)
 		return ok && n.Annotations["lifeboat.io/drained"] != "" && n.Annotations["lifeboat.io/events"] == ""
 	})
-	n, _ := w.node(s.spotNodeName)
-	if !n.Spec.Unschedulable || !hasTaint(n, "lifeboat.io/spot-interruption") {
+	n, _ := w.LookupNode(s.spotNodeName)
+	if !n.Spec.Unschedulable || !testenv.HasTaint(n, "lifeboat.io/spot-interruption") {
 		t.Errorf("Spot node: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
-	w.eventually(d, "the queue to be empty", w.queueEmpty)
+	w.Eventually(d, "the queue to be empty", w.QueueEmpty)
 	if exited, err := w.lb.Exited(); exited {
 		t.Fatalf("lifeboat exited: %v", err)
 	}
@@ -103,7 +103,7 @@ func TestKubeAPIServerRestartMidDrain(t *testing.T) {
 	w := newWorld(t, worldOptions{flags: []string{"--unknown-instance", "delete"}})
 	s := newKubeScenario(w, 3, func(i int) time.Duration { return time.Duration(3+i) * time.Second })
 	s.start()
-	w.eventually(30*time.Second, "a pod terminating", func() bool {
+	w.Eventually(30*time.Second, "a pod terminating", func() bool {
 		for _, node := range []string{s.scaledNodeName, s.spotNodeName} {
 			for _, p := range w.pods(node) {
 				if p.DeletionTimestamp != nil {
@@ -142,7 +142,7 @@ func TestKubeNodeConflicts(t *testing.T) {
 					return // stopped, or the scaled-in node is gone
 				}
 				n.Labels["fault.lifeboat.io/writer"] = strconv.Itoa(c.writes + 1)
-				if !hasTaint(n, "example.com/other-controller") {
+				if !testenv.HasTaint(n, "example.com/other-controller") {
 					n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "example.com/other-controller", Value: "x", Effect: corev1.TaintEffectPreferNoSchedule})
 				}
 				_, err = kube.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
@@ -168,15 +168,15 @@ func TestKubeNodeConflicts(t *testing.T) {
 	}
 	before := conflicts()
 	s.start()
-	w.eventually(90*time.Second, "the Spot node drained", func() bool {
-		n, ok := w.node(s.spotNodeName)
+	w.Eventually(90*time.Second, "the Spot node drained", func() bool {
+		n, ok := w.LookupNode(s.spotNodeName)
 		return ok && n.Annotations["lifeboat.io/drained"] != ""
 	})
-	w.eventually(90*time.Second, "the terminate action to end", func() bool { a, ok := w.actionFor(s.scaled, terminating); return ok && !a.Active() })
+	w.Eventually(90*time.Second, "the terminate action to end", func() bool { a, ok := w.ActionFor(s.scaled, terminating); return ok && !a.Active() })
 	stop()
 	wg.Wait()
 	s.check(60 * time.Second)
-	n, _ := w.node(s.spotNodeName)
+	n, _ := w.LookupNode(s.spotNodeName)
 	c := results[s.spotNodeName]
 	all := conflicts() - before
 	t.Logf("writer on the Spot node: %d writes, %d conflicts; node updates answered 409 Conflict: %v", c.writes, c.conflicts, all)
@@ -189,7 +189,7 @@ func TestKubeNodeConflicts(t *testing.T) {
 	if got, _ := strconv.Atoi(n.Labels["fault.lifeboat.io/writer"]); got < c.writes {
 		t.Errorf("writer's label = %d, want at least %d: a write was lost", got, c.writes)
 	}
-	if !hasTaint(n, "example.com/other-controller") {
+	if !testenv.HasTaint(n, "example.com/other-controller") {
 		t.Error("the other controller's taint was lost")
 	}
 	if c.writes < 10 {

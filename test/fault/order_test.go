@@ -60,11 +60,11 @@ func TestDuplicatesAndOrder(t *testing.T) {
 	hook := newWebhookSink(t)
 	w := newWorld(t, worldOptions{flags: []string{"--unknown-instance", "delete", "--webhook-url", hook.srv.URL, "--webhook-template", "json"}})
 	group := "order-" + testenv.UniqueName("g")
-	ids := w.createGroup(group, 8)
-	w.putHook(group, "drain", terminating, 20, "ABANDON")
+	ids := w.CreateGroup(group, 8)
+	w.PutHook(group, "drain", terminating, 20, "ABANDON")
 	ns := kube.Namespace(t)
 	for _, id := range ids {
-		if _, err := kube.CreatePod(w.ctx, testenv.PodSpec{Namespace: ns, Node: w.nodeName(id), ShutdownAfter: 2 * time.Second}); err != nil {
+		if _, err := kube.CreatePod(w.ctx, testenv.PodSpec{Namespace: ns, Node: w.NodeName(id), ShutdownAfter: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,8 +80,8 @@ func TestDuplicatesAndOrder(t *testing.T) {
 	}
 	// 2. Scale-in of an instance, then a Spot notice for it.
 	w.terminate(both)
-	w.eventually(20*time.Second, "the scale-in's drain to start", func() bool {
-		n, _ := w.node(w.nodeName(both))
+	w.Eventually(20*time.Second, "the scale-in's drain to start", func() bool {
+		n, _ := w.LookupNode(w.NodeName(both))
 		return n != nil && n.Spec.Unschedulable
 	})
 	w.spot(both, time.Now())
@@ -93,14 +93,14 @@ func TestDuplicatesAndOrder(t *testing.T) {
 		for _, id := range health[2*(page-1) : 2*page] {
 			entities = append(entities, map[string]string{"entityValue": id, "status": "PENDING"})
 		}
-		w.putEvent("aws.health", "AWS Health Event", time.Now(), map[string]any{
+		w.PutEvent("aws.health", "AWS Health Event", time.Now(), map[string]any{
 			"eventArn": arn, "service": "EC2", "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
 			"eventTypeCategory": "scheduledChange", "startTime": start, "statusCode": "upcoming",
 			"page": fmt.Sprint(page), "totalPages": "2", "affectedEntities": entities,
 		})
 	}
 	// 4. A lifecycle action for an instance whose node is already gone.
-	goneNode := w.nodeName(gone)
+	goneNode := w.NodeName(gone)
 	if err := kube.DeleteNode(w.ctx, goneNode); err != nil {
 		t.Fatal(err)
 	}
@@ -108,30 +108,30 @@ func TestDuplicatesAndOrder(t *testing.T) {
 
 	drainedOnce := append([]string{dup, both}, health...)
 	for _, id := range drainedOnce {
-		name := w.nodeName(id)
-		w.eventually(90*time.Second, "node "+name+" drained", func() bool {
+		name := w.NodeName(id)
+		w.Eventually(90*time.Second, "node "+name+" drained", func() bool {
 			if id == both {
-				a, ok := w.actionFor(both, terminating)
+				a, ok := w.ActionFor(both, terminating)
 				return ok && !a.Active()
 			}
-			n, ok := w.node(name)
+			n, ok := w.LookupNode(name)
 			return ok && n.Annotations["lifeboat.io/drained"] != ""
 		})
 	}
-	w.eventually(60*time.Second, "the queue to be empty", w.queueEmpty)
-	w.eventually(30*time.Second, "the finished notifications", func() bool {
+	w.Eventually(60*time.Second, "the queue to be empty", w.QueueEmpty)
+	w.Eventually(30*time.Second, "the finished notifications", func() bool {
 		for _, id := range drainedOnce {
-			if hook.count(w.nodeName(id), `"finished"`) == 0 {
+			if hook.count(w.NodeName(id), `"finished"`) == 0 {
 				return false
 			}
 		}
 		return true
 	})
 	for _, id := range drainedOnce {
-		name := w.nodeName(id)
+		name := w.NodeName(id)
 		if id != both { // the scaled-in node is deleted with its Events' object
 			for _, reason := range []string{"Cordoned", "Drained", "InterruptionReceived"} {
-				if got := w.nodeEvents(name, reason); got != 1 {
+				if got := w.NodeEvents(name, reason); got != 1 {
 					t.Errorf("node %s (%s): %d %s events, want 1", name, id, got, reason)
 				}
 			}
@@ -142,19 +142,19 @@ func TestDuplicatesAndOrder(t *testing.T) {
 			}
 		}
 	}
-	a, _ := w.actionFor(both, terminating)
+	a, _ := w.ActionFor(both, terminating)
 	if a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" || a.Completions != 1 {
 		t.Errorf("scale-in then Spot: action ended by %s with %q after %d completions; want one by the API", a.CompletedBy, a.Result, a.Completions)
 	}
-	if n := lifeboatDrains(w, w.nodeName(both)); n != 1 {
+	if n := lifeboatDrains(w, w.NodeName(both)); n != 1 {
 		t.Errorf("scale-in then Spot: %d drains reported, want 1", n)
 	}
 	// The action of the instance that is no longer a node: its message is
 	// deleted (--unknown-instance=delete) and no node is touched.
-	if got := w.metric("lifeboat_unknown_instance_events_total", nil); got < 1 {
+	if got := w.Metric("lifeboat_unknown_instance_events_total", nil); got < 1 {
 		t.Errorf("the lifecycle action of a gone instance was not counted as unknown (%v)", got)
 	}
-	if n, ok := w.node(w.nodeName(bystander)); !ok || len(lifeboatMarks(n)) > 0 {
+	if n, ok := w.LookupNode(w.NodeName(bystander)); !ok || len(lifeboatMarks(n)) > 0 {
 		t.Errorf("bystander node: present=%v marks=%v", ok, lifeboatMarks(n))
 	}
 	raw, _ := json.Marshal(hook.bodies)

@@ -49,7 +49,7 @@ func TestSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 		return soakSample{at: time.Since(start), rss: rss, cycles: cycles.Load(),
-			goroutines: w.metric("go_goroutines", nil), fds: w.metric("process_open_fds", nil)}
+			goroutines: w.Metric("go_goroutines", nil), fds: w.Metric("process_open_fds", nil)}
 	}
 	start := time.Now()
 	var mu sync.Mutex
@@ -95,8 +95,8 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let the last work finish, then take the final reading.
-	w.eventually(60*time.Second, "no node in flight", func() bool { return w.metric("lifeboat_nodes_in_flight", nil) == 0 })
-	w.eventually(60*time.Second, "the queue to be empty", w.queueEmpty)
+	w.Eventually(60*time.Second, "no node in flight", func() bool { return w.Metric("lifeboat_nodes_in_flight", nil) == 0 })
+	w.Eventually(60*time.Second, "the queue to be empty", w.QueueEmpty)
 	time.Sleep(2 * time.Second) // let goroutines of finished work exit
 	final := sample(start)
 	samples = append(samples, final)
@@ -154,7 +154,7 @@ func soakCycle(ctx context.Context, w *world, ns, name string) error {
 	}
 	body := fmt.Sprintf(`{"version":"0","id":"soak-%s","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":%q,"region":"us-east-1","resources":[],"detail":{"instance-id":%q,"instance-action":"terminate"}}`,
 		id, time.Now().UTC().Format(time.RFC3339), id)
-	if _, err := w.sc.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.sc.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
+	if _, err := w.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -30,7 +29,7 @@ const (
 type world struct {
 	t   *testing.T
 	ctx context.Context
-	sc  *testenv.Scenario
+	*testenv.Scenario
 	// sqsProxy and asProxy stand between lifeboat and moto's SQS and the
 	// simulator.
 	sqsProxy, asProxy *testenv.FaultProxy
@@ -58,7 +57,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 		ClusterName: clusterName, Prefix: "f", GroupLabel: "fault.lifeboat.io/group",
 		Timeout: o.timeout, GroupMaxSize: 20, JoinTimeout: 60 * time.Second,
 	})
-	w := &world{t: t, ctx: sc.Ctx, sc: sc}
+	w := &world{t: t, ctx: sc.Ctx, Scenario: sc}
 	var err error
 	o.sqsFaults.Target, o.sqsFaults.Protocol = moto.Endpoint, testenv.ProtocolJSON
 	o.asFaults.Target, o.asFaults.Protocol = sc.Sim.Endpoint(), testenv.ProtocolQuery
@@ -81,7 +80,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 // within seconds.
 func (w *world) startLifeboat(kubeconfig string, extra ...string) {
 	w.t.Helper()
-	w.lb = w.sc.StartLifeboat(testenv.ScenarioLifeboat{
+	w.lb = w.StartLifeboat(testenv.ScenarioLifeboat{
 		SQSEndpoint: w.sqsProxy.URL(), AutoScalingEndpoint: w.asProxy.URL(), Kubeconfig: kubeconfig,
 		Args: append([]string{"--visibility-timeout", "10s"}, extra...),
 	})
@@ -95,65 +94,11 @@ func (w *world) restart() {
 	}
 }
 
-// The helpers below are the Scenario's, under the names this package's
-// tests use.
-
-func (w *world) nodeName(instanceID string) string { return w.sc.NodeName(instanceID) }
-
-func (w *world) createGroup(name string, n int32) []string {
-	w.t.Helper()
-	return w.sc.CreateGroup(name, n)
-}
-
-func (w *world) putHook(group, name, transition string, timeout int32, defaultResult string) {
-	w.t.Helper()
-	w.sc.PutHook(group, name, transition, timeout, defaultResult)
-}
-
-func (w *world) putEvent(source, detailType string, when time.Time, detail any) {
-	w.t.Helper()
-	w.sc.PutEvent(source, detailType, when, detail)
-}
-
-func (w *world) node(name string) (*corev1.Node, bool) {
-	w.t.Helper()
-	return w.sc.LookupNode(name)
-}
-
-func (w *world) nodeEvents(node, reason string) int {
-	w.t.Helper()
-	return w.sc.NodeEvents(node, reason)
-}
-
-func (w *world) eventually(d time.Duration, what string, cond func() bool) {
-	w.t.Helper()
-	w.sc.Eventually(d, what, cond)
-}
-
-func (w *world) actionFor(instanceID, transition string) (awssim.Action, bool) {
-	return w.sc.ActionFor(instanceID, transition)
-}
-
-func (w *world) queueCounts() (visible, inFlight int) {
-	w.t.Helper()
-	return w.sc.QueueCounts()
-}
-
-func (w *world) queueEmpty() bool {
-	w.t.Helper()
-	return w.sc.QueueEmpty()
-}
-
-func (w *world) metric(name string, labels map[string]string) float64 {
-	w.t.Helper()
-	return w.sc.Metric(name, labels)
-}
-
 // terminate terminates an instance through Auto Scaling (decrementing the
 // desired capacity): its terminate lifecycle actions start.
 func (w *world) terminate(instanceID string) {
 	w.t.Helper()
-	if _, err := w.sc.AS.TerminateInstanceInAutoScalingGroup(w.ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	if _, err := w.AS.TerminateInstanceInAutoScalingGroup(w.ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(instanceID), ShouldDecrementDesiredCapacity: aws.Bool(true),
 	}); err != nil {
 		w.t.Fatalf("terminating %s: %v", instanceID, err)
@@ -163,13 +108,13 @@ func (w *world) terminate(instanceID string) {
 // spot publishes a Spot interruption warning for an instance.
 func (w *world) spot(instanceID string, sent time.Time) {
 	w.t.Helper()
-	w.putEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": instanceID, "instance-action": "terminate"})
+	w.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": instanceID, "instance-action": "terminate"})
 }
 
 // send puts a raw body on the queue.
 func (w *world) send(body string) {
 	w.t.Helper()
-	if _, err := w.sc.SQS.SendMessage(w.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.sc.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
+	if _, err := w.SQS.SendMessage(w.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.Stack.QueueURL), MessageBody: aws.String(body)}); err != nil {
 		w.t.Fatalf("sending a message: %v", err)
 	}
 }
@@ -185,11 +130,6 @@ func (w *world) pods(node string) []corev1.Pod {
 	}
 	return list.Items
 }
-
-func metav1GetOptions() metav1.GetOptions { return metav1.GetOptions{} }
-
-// hasTaint is testenv.HasTaint.
-func hasTaint(n *corev1.Node, key string) bool { return testenv.HasTaint(n, key) }
 
 // lifeboatMarks lists what lifeboat leaves on a node it touched.
 func lifeboatMarks(n *corev1.Node) []string {
