@@ -120,6 +120,9 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, pr
 			progress(cp)
 		}
 	}
+	if len(pods) > 0 {
+		report(func(*Progress) {}) // the drain has started: the total is known
+	}
 	for _, group := range priorityGroups(pods) {
 		r, err := d.drainGroup(ctx, node, group, listRV, deadline, report)
 		res.Evicted += r.Evicted

@@ -149,8 +149,13 @@ func TestDrainEvictsAndWaits(t *testing.T) {
 			appGone, criticalDeleting, took)
 	}
 	mu.Lock()
-	last := progress[len(progress)-1]
+	first, last := progress[0], progress[len(progress)-1]
 	mu.Unlock()
+	// Progress is reported as soon as the drain starts (lifeboat's Draining
+	// Event), not only when a pod is gone.
+	if first.Total != 2 || first.Gone != 0 {
+		t.Errorf("first progress = %+v, want 0/2 gone", first)
+	}
 	if last.Total != 2 || last.Gone != 2 {
 		t.Errorf("last progress = %+v, want 2/2 gone", last)
 	}
