@@ -215,21 +215,23 @@ func (s *Scenario) instanceRunning(ctx context.Context, inst awssim.Instance) {
 			}
 		}
 		// The node is Ready from the moment it is created; lifeboat can see
-		// it (through its watch) before CreateNode returns here, so the
-		// time is taken before the request.
-		readyFrom := time.Now()
+		// it (through its watch), and act, before CreateNode returns here,
+		// so the time is taken and recorded before the request.
+		s.mu.Lock()
+		s.ready[inst.ID] = time.Now()
+		s.mu.Unlock()
 		n, err := s.Kube.CreateNode(ctx, NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
 			Labels: map[string]string{s.o.GroupLabel: inst.GroupName}})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if n == nil {
+			delete(s.ready, inst.ID) // not created by this call
+		}
 		if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
 			s.T.Errorf("creating node for %s: %v", inst.ID, err)
 			return
 		}
-		s.mu.Lock()
 		s.nodes[inst.ID] = inst.PrivateDNSName
-		if n != nil {
-			s.ready[inst.ID] = readyFrom
-		}
-		s.mu.Unlock()
 	}()
 }
 
