@@ -211,6 +211,8 @@ func TestScheduledReboot(t *testing.T) {
 	canceled.EventState = imdssrc.StateCanceled
 	w.restartIMDS(canceled)
 	w.eventually(20*time.Second, "the node uncordoned after the cancellation", uncordoned)
+	// Events are recorded asynchronously, a moment after the uncordon.
+	w.eventually(10*time.Second, "the Uncordoned Event", func() bool { return w.nodeEvents("Uncordoned") >= 1 })
 	if got := w.nodeEvents("Uncordoned"); got != 1 {
 		t.Errorf("Uncordoned events = %d, want 1", got)
 	}
