@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -146,16 +144,7 @@ func procMemory(b *testing.B, pid int) (rss, hwm float64) {
 // gauge reads one unlabelled metric from a /metrics endpoint.
 func gauge(b *testing.B, url, name string) float64 {
 	b.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(scrape(b, url), "\n") {
 		if strings.HasPrefix(line, name+" ") {
 			v, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
 			if err != nil {
