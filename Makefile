@@ -16,7 +16,12 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler etcd kwok ec2-metadata-mock
 
-.PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean demo
+.PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps
+
+# Debian packages the tests and the demo need (installed by `make deps`, which
+# `make test` and `make demo` run): the real node's container runtime and CNI
+# plugins, and the browser that checks the demo page.
+DEBIAN_PACKAGES := containerd runc containernetworking-plugins iptables chromium
 all: build
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -41,7 +46,7 @@ image:
 # and writes out/demo-timeline.html (docs/demo.md). DEMO_FLAGS go to the
 # program (e.g. -keep, -pod-shutdown 20s).
 DEMO_FLAGS ?=
-demo: tools build
+demo: deps tools build
 	$(GO) build -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo -lifeboat $(BIN)/lifeboat $(DEMO_FLAGS)
 
@@ -49,7 +54,7 @@ demo: tools build
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
 # The testbed suites run one package at a time (-p 1): each starts its own
 # control plane, and their scaled-time scenarios need the CPU.
-test: tools lint
+test: deps tools lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
 	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
 
@@ -70,7 +75,7 @@ $(BIN)/staticcheck: hack/tools/lint/go.mod hack/tools/lint/go.sum
 test-unit:
 	$(GO) test -count=1 ./internal/... ./cmd/...
 
-test-e2e: tools
+test-e2e: deps tools
 	$(GO) test -count=1 -timeout 30m -p 1 ./test/...
 
 # fuzz runs the fuzz targets of the SQS message parser and of the IMDS
@@ -105,3 +110,6 @@ $(BIN)/ec2-metadata-mock: hack/tools/imds/go.mod hack/tools/imds/go.sum
 
 clean:
 	rm -rf $(BIN)
+
+deps:
+	@hack/debian-deps.sh $(DEBIAN_PACKAGES)
