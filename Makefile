@@ -14,7 +14,7 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
-TOOLS := kube-apiserver kube-controller-manager kube-scheduler etcd kwok ec2-metadata-mock
+TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock
 
 .PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps
 
@@ -95,6 +95,12 @@ tools: $(addprefix $(BIN)/,$(TOOLS))
 $(BIN)/kube-%: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
 	@echo "building $(notdir $@) $(K8S_VERSION) (cold: ~2 min each)"
 	cd hack/tools/k8s && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+# The kubelet of the real node (test/testenv/realnode.go), from the same
+# pinned module as the control plane.
+$(BIN)/kubelet: hack/tools/k8s/go.mod hack/tools/k8s/go.sum
+	@echo "building kubelet $(K8S_VERSION)"
+	cd hack/tools/k8s && $(GO) build -trimpath -ldflags '$(K8S_LDFLAGS)' -o $@ k8s.io/kubernetes/cmd/kubelet
 
 $(BIN)/etcd: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	@echo "building etcd"
