@@ -289,14 +289,14 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 		default:
 		}
 		evs := c.snapshot(w)
-		err := c.reconcile(ctx, w, evs)
+		waiting, err := c.reconcile(ctx, w, evs)
 		var wait errWait
 		switch {
 		case err == nil:
-			if c.finish(ctx, w, evs) {
+			if c.finish(ctx, w, evs, waiting) {
 				return
 			}
-			continue // new events arrived meanwhile
+			continue // new events arrived meanwhile, or some wait for their time
 		case ctx.Err() != nil:
 			c.abandon(w)
 			return
@@ -316,7 +316,7 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 			continue
 		case errors.Is(err, drain.ErrNodeGone):
 			if err = c.nodeGone(ctx, w, evs); err == nil {
-				if c.finish(ctx, w, evs) {
+				if c.finish(ctx, w, evs, nil) {
 					return
 				}
 				continue
@@ -352,29 +352,31 @@ func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Even
 // errRestart means new events arrived mid-drain: plan again.
 var errRestart = errors.New("new events arrived: planning again")
 
-// reconcile carries out the plan for the node's events once.
-func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Event) error {
+// reconcile carries out the plan for the node's events once. It returns the
+// IDs of the events the plan left waiting for their time: carrying it out
+// settled every other event.
+func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Event) ([]string, error) {
 	evs = c.withLifecycleDeadlines(ctx, evs)
 	now := c.Clock.Now()
 	p := plan.For(evs, c.o.Policy, now)
 	persisted, err := persist(evs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !p.Act {
 		if p.NotBefore.IsZero() {
-			return nil
+			return nil, nil
 		}
 		// Remember the future change on the node: the message that
 		// announced it will not outlive the queue's retention.
 		if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: persisted}); err != nil {
-			return err
+			return nil, err
 		}
 		c.reportOnce(w, "ChangeScheduled", corev1.EventTypeNormal, "schedule", fmt.Sprintf("scheduled change: acting at %s", fmtDeadline(p.NotBefore)))
-		return errWait{until: p.NotBefore}
+		return nil, errWait{until: p.NotBefore}
 	}
 	if p.Undo {
-		return c.undo(ctx, w)
+		return p.Waiting, c.undo(ctx, w)
 	}
 	c.reportOnce(w, "InterruptionReceived", corev1.EventTypeNormal, "receive", received(evs, p))
 	start := c.Clock.Now()
@@ -385,7 +387,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), annotations)
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()
-		return err
+		return nil, err
 	}
 	if changed {
 		c.Metrics.Actions.WithLabelValues("cordon", "ok").Inc()
@@ -398,9 +400,9 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		c.startHeartbeats(ctx, w, a, evs)
 	}
 	if !p.Drain {
-		return nil
+		return p.Waiting, nil
 	}
-	return c.drain(ctx, w, p)
+	return p.Waiting, c.drain(ctx, w, p)
 }
 
 // drain runs the drain, restarting it when new events arrive, then
@@ -599,15 +601,21 @@ func (c *Controller) stopHeartbeats(w *nodeWork, token string) {
 	}
 }
 
-// finish records a successful reconcile. If no new event arrived meanwhile
-// it retires the node's work, acknowledges its messages and reports true.
-func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event) bool {
+// finish records a successful reconcile: the events it settled (all but
+// those waiting for their time) are done. If no new event arrived meanwhile
+// and none waits, it retires the node's work, acknowledges its messages and
+// reports true.
+func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event, waiting []string) bool {
 	c.mu.Lock()
 	if len(w.events) != len(evs) {
 		c.mu.Unlock()
 		return false
 	}
 	now := c.Clock.Now()
+	if len(waiting) > 0 {
+		c.settle(ctx, w, evs, waiting, now)
+		return false
+	}
 	for _, e := range evs {
 		c.done[e.ID] = now
 	}
@@ -634,6 +642,35 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event)
 		c.messageDone(ctx, m, false)
 	}
 	return true
+}
+
+// settle records the events a reconcile carried out as done while others
+// wait for their time (a scheduled change ahead): those stay the node's
+// work, and what is reported for them is reported afresh when they come
+// due. Called with c.mu held; it releases it.
+func (c *Controller) settle(ctx context.Context, w *nodeWork, evs []event.Event, waiting []string, now time.Time) {
+	var settled []event.Event
+	for _, e := range evs {
+		if !slices.Contains(waiting, e.ID) {
+			settled = append(settled, e)
+			c.done[e.ID] = now
+			delete(w.events, e.ID)
+		}
+	}
+	notified := w.notified[notify.PhaseReceived]
+	c.mu.Unlock()
+	if notified {
+		c.notifyOnce(w, notify.PhaseFinished, plan.For(settled, c.o.Policy, now), "")
+	}
+	c.mu.Lock()
+	w.reported, w.notified = map[string]bool{}, map[notify.Phase]bool{}
+	c.mu.Unlock()
+	if len(settled) == 0 {
+		return
+	}
+	if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{AnnotationDoneEvents: c.doneEvents(w.name, settled)}); err != nil && !errors.Is(err, drain.ErrNodeGone) {
+		c.Log.Warn("recording done events failed", "node", w.name, "error", err.Error())
+	}
 }
 
 // doneEvents returns the node's done-events annotation with evs added
@@ -689,6 +726,7 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
 	c.Notifier.Notify(n)
 }
+
 
 // abandon drops a node's work on shutdown: its messages are released for
 // redelivery (they stop being extended) and its events stay on the node.

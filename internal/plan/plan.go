@@ -47,6 +47,9 @@ type Plan struct {
 	Reason event.Kind
 	// EventIDs are the due events the plan covers.
 	EventIDs []string
+	// Waiting are the events not yet due (scheduled changes ahead): carrying
+	// out this plan settles every other event, never these.
+	Waiting []string
 }
 
 // severity orders kinds: the most severe due kind names the plan.
@@ -84,6 +87,7 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 			if pl.NotBefore.IsZero() || start.Before(pl.NotBefore) {
 				pl.NotBefore = start
 			}
+			pl.Waiting = append(pl.Waiting, e.ID)
 			continue
 		}
 		pl.EventIDs = append(pl.EventIDs, e.ID)

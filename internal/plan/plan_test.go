@@ -69,7 +69,11 @@ func TestFor(t *testing.T) {
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
 			Deadline: soon.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"sc-1"},
 		}},
-		{"scheduled change far ahead waits", []event.Event{later}, policy, Plan{NotBefore: later.Deadline.Add(-10 * time.Minute)}},
+		{"scheduled change far ahead waits", []event.Event{later}, policy, Plan{NotBefore: later.Deadline.Add(-10 * time.Minute), Waiting: []string{later.ID}}},
+		{"due events acted on, a change ahead left waiting", []event.Event{rebalance, later}, policy, Plan{
+			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/rebalance-recommendation"}, Reason: event.RebalanceRecommendation,
+			EventIDs: []string{"reb-1"}, NotBefore: later.Deadline.Add(-10 * time.Minute), Waiting: []string{later.ID},
+		}},
 		{"cancel alone undoes", []event.Event{cancel}, policy, Plan{Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-1"}}},
 		{"cancel does not undo a spot notice", []event.Event{cancel, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
