@@ -727,7 +727,6 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	c.Notifier.Notify(n)
 }
 
-
 // abandon drops a node's work on shutdown: its messages are released for
 // redelivery (they stop being extended) and its events stay on the node.
 func (c *Controller) abandon(w *nodeWork) {
