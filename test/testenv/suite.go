@@ -16,12 +16,18 @@ type Suite struct {
 	Moto *Moto
 	// Lifeboat is the path of the lifeboat binary built for the suite.
 	Lifeboat string
+	// Images are the real node's image archives (BuildImages), by
+	// reference; nil unless SuiteOptions.Images.
+	Images map[string]string
 }
 
 // SuiteOptions select a Suite's parts.
 type SuiteOptions struct {
 	Kube Options
 	Moto bool
+	// Images builds the real node's images (BuildImages) once for the
+	// suite.
+	Images bool
 }
 
 // SuiteMain starts a Suite, hands it to use (to set the package's
@@ -54,6 +60,12 @@ func SuiteMain(m *testing.M, name string, o SuiteOptions, use func(*Suite)) int 
 			return 1
 		}
 		defer s.Moto.Proc.Stop()
+	}
+	if o.Images {
+		if s.Images, err = BuildImages(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "building the real node's images:", err)
+			return 1
+		}
 	}
 	use(&s)
 	code := m.Run()

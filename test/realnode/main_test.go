@@ -1,0 +1,27 @@
+// Package realnode runs lifeboat's scenarios on real pods: a kubelet with
+// its own containerd on this machine (testenv.RealNode), pods from images
+// built from the repository's Go source, and a workload that records its
+// own life (preStop, SIGTERM, work finished or cut off) to a file read
+// after the pod is gone. Each scenario shows the harm first (without
+// lifeboat, or with the field report's mistake: the process is cut off)
+// and then lifeboat, the real binary, preventing it.
+//
+// Tests run one after another: they share one control plane and moto.
+package realnode
+
+import (
+	"os"
+	"testing"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+var suite *testenv.Suite
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.SuiteMain(m, "realnode", testenv.SuiteOptions{
+		Kube:   testenv.Options{NoKwok: true, NoScheduler: true},
+		Moto:   true,
+		Images: true,
+	}, func(s *testenv.Suite) { suite = s }))
+}
