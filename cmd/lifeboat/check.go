@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -15,18 +14,30 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"lifeboat.dev/lifeboat/internal/check"
 	"lifeboat.dev/lifeboat/internal/config"
 )
 
-// checkOptions are the flags of `lifeboat check` besides the configuration
-// of `lifeboat run`, which it takes unchanged.
-type checkOptions struct {
-	output  string
-	timeout time.Duration
+const checkHeader = `usage: lifeboat check [--output table|json] [--timeout 1m] [run flags]
+
+Verify, with the flags lifeboat run is given, what lifeboat needs: the queue
+and its policy, the EventBridge rules (against real AWS events), the lifecycle
+hooks of the cluster's groups, the IAM permissions, the Kubernetes API and
+RBAC (docs/operations.md). Exits 1 when a check fails.
+
+`
+
+// outputFormat is the value of --output.
+type outputFormat string
+
+func (o *outputFormat) String() string { return string(*o) }
+func (o *outputFormat) Set(v string) error {
+	if v != "table" && v != "json" {
+		return fmt.Errorf("%q: must be table or json", v)
+	}
+	*o = outputFormat(v)
+	return nil
 }
 
 // errChecksFailed makes `lifeboat check` exit non-zero.
@@ -34,27 +45,32 @@ type errChecksFailed struct{ n int }
 
 func (e errChecksFailed) Error() string { return fmt.Sprintf("%d checks failed", e.n) }
 
-// checkCommand is `lifeboat check [--output table|json] [--timeout D] [run flags]`.
+// checkCommand is `lifeboat check`: its own flags, then the configuration
+// of `lifeboat run`, unchanged.
 func checkCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	opts, rest, err := parseCheckFlags(args)
-	if err != nil {
-		return usageError{err}
+	f := config.NewFlags("check")
+	output := outputFormat("table")
+	f.FlagSet().Var(&output, "output", "report format: table or json")
+	f.FlagSet().Var(&output, "o", "short for --output")
+	timeout := f.FlagSet().Duration("timeout", time.Minute, "time allowed for all checks")
+	cfg, ok, err := loadConfig(f, "check", checkHeader, args, getenv, stdout)
+	if !ok {
+		return err
 	}
-	cfg, err := config.Load(rest, getenv)
-	if err != nil {
-		return usageError{fmt.Errorf("configuration:\n%w", err)}
+	if *timeout <= 0 {
+		return usageError{fmt.Errorf("--timeout %s: must be positive", *timeout), "lifeboat check --help"}
 	}
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "configuration warning:", w)
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	clients, err := checkClients(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	report := check.Run(ctx, cfg, clients)
-	if opts.output == "json" {
+	if output == "json" {
 		err = report.WriteJSON(stdout)
 	} else {
 		err = report.WriteTable(stdout)
@@ -68,48 +84,13 @@ func checkCommand(ctx context.Context, args []string, getenv func(string) string
 	return nil
 }
 
-// parseCheckFlags takes check's own flags out of args and leaves the rest
-// to config.Load.
-func parseCheckFlags(args []string) (checkOptions, []string, error) {
-	o := checkOptions{output: "table", timeout: time.Minute}
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "output" && name != "o" && name != "timeout") {
-			rest = append(rest, a)
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				return o, nil, fmt.Errorf("flag %s needs a value", a)
-			}
-			i++
-			value = args[i]
-		}
-		switch name {
-		case "output", "o":
-			if value != "table" && value != "json" {
-				return o, nil, fmt.Errorf("--output %q: must be table or json", value)
-			}
-			o.output = value
-		case "timeout":
-			d, err := time.ParseDuration(value)
-			if err != nil || d <= 0 {
-				return o, nil, fmt.Errorf("--timeout %q: must be a positive duration", value)
-			}
-			o.timeout = d
-		}
-	}
-	return o, rest, nil
-}
-
 // checkClients builds the clients `lifeboat run` would use, with the same
 // credentials chain, region and endpoints.
 func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error) {
 	c := check.Clients{IMDS: &http.Client{Timeout: 3 * time.Second}}
-	rc, err := checkRESTConfig(cfg)
+	rc, err := restConfig(cfg, "lifeboat-check/"+version)
 	if err == nil {
+		rc.Timeout = 10 * time.Second // a doctor answers quickly
 		c.KubeHost = rc.Host
 		c.Kube, err = kubernetes.NewForConfig(rc)
 	}
@@ -133,20 +114,4 @@ func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error)
 	c.STS = sts.NewFromConfig(awsCfg, func(o *sts.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sts"]) })
 	c.EC2 = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
 	return c, nil
-}
-
-func checkRESTConfig(cfg config.Config) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
-	}
-	rc.UserAgent = "lifeboat-check/" + version
-	rc.Timeout = 10 * time.Second
-	return rc, nil
 }

@@ -1,5 +1,8 @@
 // Command lifeboat gets workloads off EC2 instances before AWS takes them
-// away. See README.md; `lifeboat help` lists the subcommands.
+// away. See README.md; `lifeboat --help` lists the subcommands.
+//
+// This package only parses the command line, wires the internal packages
+// together and runs them: the work is in internal/.
 package main
 
 import (
@@ -10,17 +13,24 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
-const usage = `usage: lifeboat <command> [flags]
+const usage = `lifeboat gets workloads off an EC2 instance before AWS takes it away.
+
+usage: lifeboat <command> [flags]
 
 commands:
-  run       handle interruptions (queue or imds mode; see docs/configuration.md)
-  check     verify queue, rules, lifecycle hooks and permissions with run's flags:
-            lifeboat check [--output table|json] [--timeout 1m] RUN-FLAGS...
-  replay    print what lifeboat makes of saved messages: lifeboat replay FILE|DIR...
+  run       handle interruptions: queue mode (SQS, a leader-elected Deployment)
+            or imds mode (instance metadata, a DaemonSet)
+  check     verify the queue, EventBridge rules, lifecycle hooks and permissions
+            with the flags of run
+  replay    print what lifeboat makes of saved messages (no AWS or Kubernetes access)
   version   print the version and build information
+
+Run 'lifeboat <command> --help' for the flags of a command, each with its
+environment variable and default (also in docs/configuration.md).
 `
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -28,44 +38,79 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := execute(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lifeboat:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
-type usageError struct{ error }
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2 // the command line is wrong
+)
+
+// execute runs the program and returns its exit code, printing the error
+// (if any) on stderr.
+func execute(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := run(ctx, args, getenv, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "lifeboat:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// usageError is a wrong command line: lifeboat exits 2 and says where
+// help is.
+type usageError struct {
+	err  error
+	help string // the command that shows the help: "lifeboat run --help"
+}
+
+func (e usageError) Error() string {
+	if msg := e.err.Error(); strings.Contains(msg, "\n") {
+		return fmt.Sprintf("%s\n(see '%s')", msg, e.help) // every problem, one a line
+	}
+	return fmt.Sprintf("%v (see '%s')", e.err, e.help)
+}
+func (e usageError) Unwrap() error { return e.err }
 
 // run is the whole program, testable: args without the program name.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return usageError{errors.New("no command given")}
+		return usageError{errors.New("no command given"), "lifeboat --help"}
 	}
-	switch args[0] {
+	cmd, rest := args[0], args[1:]
+	switch cmd {
 	case "run":
-		return runHandler(ctx, args[1:], getenv, stderr)
+		return runCommand(ctx, rest, getenv, stdout, stderr)
 	case "check":
-		return checkCommand(ctx, args[1:], getenv, stdout, stderr)
+		return checkCommand(ctx, rest, getenv, stdout, stderr)
 	case "replay":
-		return replay(args[1:], stdout)
-	case "version", "--version":
+		return replayCommand(rest, stdout)
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && rest[0] != "help" && !isFlag(rest[0]) {
+			return run(ctx, []string{rest[0], "--help"}, getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
-	default:
-		fmt.Fprint(stderr, usage)
-		return usageError{fmt.Errorf("unknown command %q", args[0])}
 	}
+	if isFlag(cmd) {
+		return usageError{fmt.Errorf("unknown flag %s: flags follow the command (lifeboat run --queue-url ...)", cmd), "lifeboat --help"}
+	}
+	return usageError{fmt.Errorf("unknown command %q", cmd), "lifeboat --help"}
 }
+
+func isFlag(s string) bool { return len(s) > 1 && s[0] == '-' }
 
 func versionString() string {
 	s := "lifeboat " + version

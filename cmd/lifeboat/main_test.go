@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,40 +13,85 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestRunUsage(t *testing.T) {
+// Every CLI path answers (issue 15): help exits 0 and lists the flags with
+// their environment variables and defaults; a wrong command line exits 2
+// with one line that says what is wrong and where help is.
+func TestCLI(t *testing.T) {
+	oneLine := func(hint string) func(t *testing.T, stdout, stderr string) {
+		return func(t *testing.T, stdout, stderr string) {
+			if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "lifeboat: ") || !strings.Contains(stderr, "(see '"+hint+"')") {
+				t.Errorf("stderr %q: want one line starting with 'lifeboat: ' and naming %q", stderr, hint)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+		}
+	}
+	lists := func(want ...string) func(t *testing.T, stdout, stderr string) {
+		return func(t *testing.T, stdout, stderr string) {
+			for _, w := range want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+			if stderr != "" {
+				t.Errorf("stderr %q, want nothing", stderr)
+			}
+		}
+	}
+	runFlags := []string{
+		"--queue-url string\n", "environment: LIFEBOAT_QUEUE_URL; default: none; modes: queue",
+		"--visibility-timeout duration\n", "environment: LIFEBOAT_VISIBILITY_TIMEOUT; default: 2m; modes: queue",
+		"--node-name string\n", "environment: LIFEBOAT_NODE_NAME; default: none; modes: imds",
+		"--dry-run\n", "environment: LIFEBOAT_DRY_RUN; default: false; modes: queue, imds",
+	}
 	tests := []struct {
-		name      string
-		args      []string
-		wantUsage bool
-		wantErr   string
-		wantOut   string
+		name  string
+		args  []string
+		code  int
+		check func(t *testing.T, stdout, stderr string)
 	}{
-		{"no command", nil, true, "no command given", ""},
-		{"unknown command", []string{"drain-everything"}, true, `unknown command "drain-everything"`, ""},
-		{"version", []string{"version"}, false, "", "lifeboat "},
-		{"bad config reports every problem", []string{"run", "--workers", "0", "--log-format", "xml"}, true, "--queue-url is required", ""},
-		{"replay without files", []string{"replay"}, true, "give one or more files", ""},
+		{"--help", []string{"--help"}, 0, lists("usage: lifeboat <command>", "run ", "check ", "replay ", "version ", "lifeboat <command> --help")},
+		{"-h", []string{"-h"}, 0, lists("usage: lifeboat <command>")},
+		{"help", []string{"help"}, 0, lists("usage: lifeboat <command>")},
+		{"run --help", []string{"run", "--help"}, 0, lists(append([]string{"usage: lifeboat run [flags]"}, runFlags...)...)},
+		{"run -h", []string{"run", "-h"}, 0, lists("usage: lifeboat run [flags]")},
+		{"help run", []string{"help", "run"}, 0, lists("usage: lifeboat run [flags]")},
+		{"check --help", []string{"check", "--help"}, 0, lists(append([]string{"usage: lifeboat check",
+			"--output string\n", "environment: none; default: table", "--timeout duration\n", "environment: none; default: 1m0s"}, runFlags...)...)},
+		{"check --help after run flags", []string{"check", "--queue-url", "http://q", "--help"}, 0, lists("usage: lifeboat check")},
+		{"replay --help", []string{"replay", "--help"}, 0, lists("usage: lifeboat replay FILE|DIR...")},
+		{"version", []string{"version"}, 0, lists("lifeboat ")},
+		{"unknown command", []string{"drain-everything"}, 2, oneLine("lifeboat --help")},
+		{"flag before the command", []string{"--queue-url", "x"}, 2, oneLine("lifeboat --help")},
+		{"run: unknown flag", []string{"run", "--no-such-flag"}, 2, oneLine("lifeboat run --help")},
+		{"run: flag without its value", []string{"run", "--workers"}, 2, oneLine("lifeboat run --help")},
+		{"run: stray argument", []string{"run", "queue"}, 2, oneLine("lifeboat run --help")},
+		{"check: unknown flag", []string{"check", "--no-such-flag"}, 2, oneLine("lifeboat check --help")},
+		{"check: bad output", []string{"check", "--output", "yaml"}, 2, oneLine("lifeboat check --help")},
+		{"replay: unknown flag", []string{"replay", "--no-such-flag"}, 2, oneLine("lifeboat replay --help")},
+		{"replay without files", []string{"replay"}, 2, oneLine("lifeboat replay --help")},
+		{"no command", nil, 2, func(t *testing.T, stdout, stderr string) {
+			if !strings.Contains(stderr, "usage: lifeboat <command>") || !strings.HasSuffix(stderr, "lifeboat: no command given (see 'lifeboat --help')\n") {
+				t.Errorf("stderr %q", stderr)
+			}
+		}},
+		{"bad configuration reports every problem", []string{"run", "--workers", "0", "--log-format", "xml"}, 2, func(t *testing.T, stdout, stderr string) {
+			for _, w := range []string{"--queue-url is required", "--workers 0", "--log-format \"xml\"", "(see 'lifeboat run --help')"} {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), tt.args, func(string) string { return "" }, &stdout, &stderr)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatalf("run: %v", err)
-				}
-			} else {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("run error = %v, want %q", err, tt.wantErr)
-				}
-				var ue usageError
-				if errors.As(err, &ue) != tt.wantUsage {
-					t.Errorf("usage error = %v, want %v", errors.As(err, &ue), tt.wantUsage)
-				}
+			code := execute(t.Context(), tt.args, func(string) string { return "" }, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
 			}
-			if !strings.Contains(stdout.String(), tt.wantOut) {
-				t.Errorf("stdout %q does not contain %q", stdout.String(), tt.wantOut)
-			}
+			tt.check(t, stdout.String(), stderr.String())
 		})
 	}
 }

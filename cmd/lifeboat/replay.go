@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -39,12 +41,28 @@ type replayPlan struct {
 	Reason    event.Kind              `json:"reason,omitempty"`
 }
 
-// replay prints, one JSON object per line, what lifeboat makes of saved
-// messages. It uses the default policy and plans as of the newest event's
-// time, so the output is deterministic. No AWS or Kubernetes access.
-func replay(args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return usageError{fmt.Errorf("replay: give one or more files or directories")}
+const replayHeader = `usage: lifeboat replay FILE|DIR...
+
+Print, one JSON object per line, what lifeboat makes of saved queue messages
+(one message body per file; directories are read recursively): accepted or
+why not, the events, and the plan under the default policy as of the newest
+event's time, so the output is deterministic. No AWS or Kubernetes access
+(docs/replay.md). replay has no flags.
+`
+
+// replayCommand is `lifeboat replay`.
+func replayCommand(args []string, stdout io.Writer) error {
+	flags := flag.NewFlagSet("lifeboat replay", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, replayHeader)
+			return nil
+		}
+		return usageError{err, "lifeboat replay --help"}
+	}
+	if flags.NArg() == 0 {
+		return usageError{errors.New("replay: give one or more files or directories"), "lifeboat replay --help"}
 	}
 	defaults, err := config.Load([]string{"--queue-url", "https://sqs.invalid/0/replay", "--leader-elect=false"}, func(string) string { return "" })
 	if err != nil {
@@ -52,7 +70,7 @@ func replay(args []string, stdout io.Writer) error {
 	}
 	policy := plan.Policy{DrainKinds: defaults.DrainKinds, ScheduledChangeLead: defaults.ScheduledChangeLead, CompleteLifecycle: true}
 	var files []string
-	for _, a := range args {
+	for _, a := range flags.Args() {
 		err := filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

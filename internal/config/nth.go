@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -81,7 +82,11 @@ var nthAliases = []nthAlias{
 			if err != nil || !b {
 				return "", false, err
 			}
-			return defaultOf("drain-on") + "," + string(event.RebalanceRecommendation), true, nil
+			o, ok := optionNamed("drain-on")
+			if !ok {
+				return "", false, errors.New("no option --drain-on") // TestNTHTables
+			}
+			return o.def + "," + string(event.RebalanceRecommendation), true, nil
 		}},
 	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`)",
 		value: func(v string) (string, bool, error) {
@@ -149,15 +154,6 @@ var nthIgnored = []struct{ env, why string }{
 	{"USE_APISERVER_CACHE", "lifeboat always uses an informer cache for nodes"},
 }
 
-func defaultOf(flagName string) string {
-	for _, o := range options {
-		if o.name == flagName {
-			return o.def
-		}
-	}
-	panic("no option " + flagName) // programming error in the alias table
-}
-
 // applyNTH reads the NTH variables after lifeboat's own flags and LIFEBOAT_*
 // variables, which win. It sets the flags in fs and set, and returns the
 // warnings (every NTH variable present is deprecated or ignored) and the
@@ -197,8 +193,12 @@ func applyOne(a nthAlias, v string, setFlag func(name, value string) error, set 
 		warnings = append(warnings, fmt.Sprintf("%s (a deprecated aws-node-termination-handler variable) is ignored: --%s is already set by %s", a.env, a.flag, by))
 		return warnings, errs
 	}
+	o, ok := optionNamed(a.flag)
+	if !ok {
+		return warnings, append(errs, fmt.Errorf("%s: alias of --%s, which does not exist", a.env, a.flag)) // TestNTHTables
+	}
 	if mode != nil {
-		if o := optionNamed(a.flag); len(o.modes) > 0 && !slices.Contains(o.modes, *mode) {
+		if len(o.modes) > 0 && !slices.Contains(o.modes, *mode) {
 			warnings = append(warnings, fmt.Sprintf("%s (a deprecated aws-node-termination-handler variable) is ignored: --%s does not apply in %s mode", a.env, a.flag, *mode))
 			return warnings, errs
 		}
@@ -220,11 +220,13 @@ func applyOne(a nthAlias, v string, setFlag func(name, value string) error, set 
 	return warnings, errs
 }
 
-func optionNamed(name string) option {
+// optionNamed returns the option called name; ok is false when there is
+// none (a defect of the alias table, which TestNTHTables catches).
+func optionNamed(name string) (option, bool) {
 	for _, o := range options {
 		if o.name == name {
-			return o
+			return o, true
 		}
 	}
-	panic("no option " + name) // programming error in the alias table
+	return option{}, false
 }

@@ -1,4 +1,4 @@
-package main
+package leader
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestFence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(start)
-			f := newFence(clk, !tt.always)
+			f := NewFence(clk, !tt.always)
 			stub := &lockStub{delay: func() { clk.SetTime(clk.Now().Add(100 * time.Millisecond)) }}
 			lock := &fencedLock{Interface: stub, fence: f, valid: 2 * time.Second}
 			for i, s := range tt.steps {
@@ -75,7 +75,7 @@ func TestFence(t *testing.T) {
 					}
 					clk.SetTime(clk.Now().Add(d))
 				}
-				if got := f.open(); got != s.open {
+				if got := f.Open(); got != s.open {
 					t.Fatalf("after step %d (%s): open = %v, want %v", i, s.do, got, s.open)
 				}
 			}
@@ -89,9 +89,9 @@ func TestFencedClients(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_800_000_000, 0))
-	f := newFence(clk, true)
-	kube := fencedTransport{next: http.DefaultTransport, fence: f}
-	aws := fencedHTTPClient{next: srv.Client(), fence: f}
+	f := NewFence(clk, true)
+	kube := f.Transport(http.DefaultTransport)
+	aws := f.HTTPClient(srv.Client())
 	tests := []struct {
 		method string
 		open   bool
@@ -117,7 +117,7 @@ func TestFencedClients(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if (err == nil) != tt.kube || (err != nil && !errors.Is(err, errNotLeader)) {
+		if (err == nil) != tt.kube || (err != nil && !errors.Is(err, ErrNotLeader)) {
 			t.Errorf("kubernetes %s with fence open=%v: err %v, want through=%v", tt.method, tt.open, err, tt.kube)
 		}
 		req, _ = http.NewRequest(tt.method, srv.URL, nil)
@@ -125,7 +125,7 @@ func TestFencedClients(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if (err == nil) != tt.aws || (err != nil && !errors.Is(err, errNotLeader)) {
+		if (err == nil) != tt.aws || (err != nil && !errors.Is(err, ErrNotLeader)) {
 			t.Errorf("aws %s with fence open=%v: err %v, want through=%v", tt.method, tt.open, err, tt.aws)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package leader
 
 import (
 	"context"
@@ -13,17 +13,17 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// errNotLeader replaces a request made while this replica cannot be sure
+// ErrNotLeader replaces a request made while this replica cannot be sure
 // that it still holds the leader Lease.
-var errNotLeader = errors.New("not sent: this replica may no longer hold the leader lease")
+var ErrNotLeader = errors.New("not sent: this replica may no longer hold the leader lease")
 
-// fence lets a replica act only while it is sure to hold the Lease: from a
+// Fence lets a replica act only while it is sure to hold the Lease: from a
 // successful renewal until the renew deadline after it, by its own
 // monotonic clock. A replica that was paused (SIGSTOP, a frozen VM, a long
 // stop-the-world) finds on waking that the deadline has passed and sends no
 // write, even before the leader elector notices and the process exits; by
 // then another replica may lead. Reads are never fenced.
-type fence struct {
+type Fence struct {
 	clock  clock.PassiveClock
 	always bool // no leader election: the only replica always acts
 
@@ -31,12 +31,14 @@ type fence struct {
 	until time.Time
 }
 
-func newFence(clk clock.PassiveClock, leaderElection bool) *fence {
-	return &fence{clock: clk, always: !leaderElection}
+// NewFence returns a fence that opens with each renewal of the Lease, or,
+// without leader election, one that is always open.
+func NewFence(clk clock.PassiveClock, leaderElection bool) *Fence {
+	return &Fence{clock: clk, always: !leaderElection}
 }
 
-// open reports whether the replica may act now.
-func (f *fence) open() bool {
+// Open reports whether the replica may act now.
+func (f *Fence) Open() bool {
 	if f.always {
 		return true
 	}
@@ -45,7 +47,7 @@ func (f *fence) open() bool {
 	return f.clock.Now().Before(f.until)
 }
 
-func (f *fence) extend(until time.Time) {
+func (f *Fence) extend(until time.Time) {
 	f.mu.Lock()
 	if until.After(f.until) {
 		f.until = until
@@ -53,10 +55,24 @@ func (f *fence) extend(until time.Time) {
 	f.mu.Unlock()
 }
 
-func (f *fence) shut() {
+func (f *Fence) shut() {
 	f.mu.Lock()
 	f.until = time.Time{}
 	f.mu.Unlock()
+}
+
+// Transport wraps a Kubernetes client's transport: while the fence is shut
+// it refuses every request but reads.
+func (f *Fence) Transport(next http.RoundTripper) http.RoundTripper {
+	return fencedTransport{next: next, fence: f}
+}
+
+// HTTPClient wraps an AWS client's HTTP client: while the fence is shut it
+// refuses every request. The SQS and Auto Scaling clients are used only by
+// the leader, and every one of their calls acts (receiving takes messages
+// from the other replicas).
+func (f *Fence) HTTPClient(next aws.HTTPClient) aws.HTTPClient {
+	return fencedHTTPClient{next: next, fence: f}
 }
 
 // fencedLock is the Lease lock: each successful write of this replica's own
@@ -65,7 +81,7 @@ func (f *fence) shut() {
 // record shuts it.
 type fencedLock struct {
 	resourcelock.Interface
-	fence *fence
+	fence *Fence
 	valid time.Duration
 }
 
@@ -94,31 +110,26 @@ func (l *fencedLock) written(sent time.Time, r resourcelock.LeaderElectionRecord
 	}
 }
 
-// fencedTransport refuses every Kubernetes request but reads while the
-// fence is shut.
 type fencedTransport struct {
 	next  http.RoundTripper
-	fence *fence
+	fence *Fence
 }
 
 func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !t.fence.open() {
-		return nil, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, errNotLeader)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !t.fence.Open() {
+		return nil, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, ErrNotLeader)
 	}
 	return t.next.RoundTrip(r)
 }
 
-// fencedHTTPClient refuses every AWS request while the fence is shut: the
-// SQS and Auto Scaling clients are used only by the leader, and every one of
-// their calls acts (receiving takes messages from the other replicas).
 type fencedHTTPClient struct {
 	next  aws.HTTPClient
-	fence *fence
+	fence *Fence
 }
 
 func (c fencedHTTPClient) Do(r *http.Request) (*http.Response, error) {
-	if !c.fence.open() {
-		return nil, fmt.Errorf("%s: %w", r.URL.Host, errNotLeader)
+	if !c.fence.Open() {
+		return nil, fmt.Errorf("%s: %w", r.URL.Host, ErrNotLeader)
 	}
 	return c.next.Do(r)
 }

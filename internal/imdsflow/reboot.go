@@ -1,20 +1,17 @@
-package main
+package imdsflow
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
@@ -23,75 +20,13 @@ import (
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
-// rebootWriter is the part of the drainer the reboot rule uses.
-type rebootWriter interface {
+// RebootWriter is the part of the drainer the reboot rule uses.
+type RebootWriter interface {
 	Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error)
 	SetAnnotations(ctx context.Context, node string, annotations map[string]string) error
 }
 
-var _ rebootWriter = (*drain.Drainer)(nil)
-
-// runIMDS is IMDS mode (a DaemonSet pod per node): the node cache watches
-// only this node, the source polls this instance's metadata, and the
-// controller works on this node only. deps.Nodes must be an index
-// restricted to cfg.NodeName (nodes.Options.OnlyNode) and already running.
-// It returns when ctx ends.
-func runIMDS(ctx context.Context, cfg config.Config, deps controller.Deps, policy plan.Policy, ready *readiness) error {
-	log := deps.Log
-	if err := deps.Nodes.WaitSynced(ctx); err != nil {
-		return err
-	}
-	self, ok := deps.Nodes.ByName(cfg.NodeName)
-	if !ok {
-		return fmt.Errorf("node %s not found: --node-name must name the node lifeboat runs on (downward API spec.nodeName)", cfg.NodeName)
-	}
-	seen, err := afterRebootRetrying(ctx, cfg, deps, deps.Drainer)
-	if err != nil {
-		return err
-	}
-
-	deps.Metrics.SourceHealthy.WithLabelValues(string(event.SourceIMDS)).Set(0) // until the first poll answers
-	var checkInstance sync.Once
-	var source *imdssrc.Source
-	source = imdssrc.New(imdssrc.NewClient(cfg.IMDSEndpoint, cfg.IMDSAllowV1), deps.Clock, log, imdssrc.Options{
-		Interval: cfg.IMDSPoll,
-		Seen:     seen,
-		OnPoll: func(err error) {
-			healthy := 0.0
-			if err == nil {
-				healthy = 1
-				checkInstance.Do(func() { warnOtherInstance(log, self, source.InstanceID()) })
-			}
-			deps.Metrics.SourceHealthy.WithLabelValues(string(event.SourceIMDS)).Set(healthy)
-			ready.source.Store(err == nil)
-		},
-	})
-	ctrl := controller.New(deps, controller.Options{
-		Policy:            policy,
-		DeadlineMargin:    cfg.DeadlineMargin,
-		CordonAnnotations: rebootMarker(deps.Nodes, deps.Clock),
-	})
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ctrl.Run(ctx) })
-	g.Go(func() error {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ctrl.Started():
-		}
-		return source.Run(ctx, func(evs []event.Event) { ctrl.SubmitNode(cfg.NodeName, evs) })
-	})
-	return g.Wait()
-}
-
-// warnOtherInstance warns once when the node's providerID names another
-// instance than the metadata service: --node-name is probably wrong.
-func warnOtherInstance(log *slog.Logger, self *corev1.Node, instanceID string) {
-	if own := nodes.InstanceID(self.Spec.ProviderID); own != "" && instanceID != "" && own != instanceID {
-		log.Warn("the node's providerID names another instance than the instance metadata; check --node-name",
-			"node", self.Name, "instanceID", instanceID, "providerInstanceID", own)
-	}
-}
+var _ RebootWriter = (*drain.Drainer)(nil)
 
 // rebootMarker is the controller's CordonAnnotations hook: when lifeboat
 // cordons the node for a reboot-type maintenance it records the
@@ -121,21 +56,21 @@ func rebootMarker(index *nodes.Index, clk clock.PassiveClock) func(string, []eve
 // afterRebootRetrying runs afterReboot until it succeeds (the API server
 // may be briefly unreachable while the node boots); readiness stays false
 // meanwhile.
-func afterRebootRetrying(ctx context.Context, cfg config.Config, deps controller.Deps, w rebootWriter) ([]string, error) {
+func afterRebootRetrying(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) ([]string, error) {
 	backoff := time.Second
 	for {
-		self, ok := deps.Nodes.ByName(cfg.NodeName)
+		self, ok := deps.Nodes.ByName(o.NodeName)
 		if !ok {
-			return nil, fmt.Errorf("node %s disappeared", cfg.NodeName)
+			return nil, fmt.Errorf("node %s disappeared", o.NodeName)
 		}
-		seen, err := afterReboot(ctx, self, w, deps.Recorder, deps.Log, hostBootTime, cfg.DryRun)
+		seen, err := afterReboot(ctx, self, w, deps.Recorder, deps.Log, hostBootTime, o.DryRun)
 		if err == nil {
-			if len(seen) > 0 && !cfg.DryRun {
-				waitMarkerCached(ctx, deps.Nodes, cfg.NodeName, deps.Clock)
+			if len(seen) > 0 && !o.DryRun {
+				waitMarkerCached(ctx, deps.Nodes, o.NodeName, deps.Clock)
 			}
 			return seen, nil
 		}
-		deps.Log.Warn("undoing the cordon of a reboot maintenance failed; retrying", "node", cfg.NodeName, "error", err.Error(), "backoff", backoff)
+		deps.Log.Warn("undoing the cordon of a reboot maintenance failed; retrying", "node", o.NodeName, "error", err.Error(), "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -151,7 +86,7 @@ func afterRebootRetrying(ctx context.Context, cfg config.Config, deps controller
 // node if lifeboat cordoned it, and marks the maintenance rebooted. It
 // returns the IDs of maintenance events the source must not act on again
 // (the metadata may list an active maintenance for a while after it is done).
-func afterReboot(ctx context.Context, self *corev1.Node, w rebootWriter, recorder record.EventRecorder, log *slog.Logger,
+func afterReboot(ctx context.Context, self *corev1.Node, w RebootWriter, recorder record.EventRecorder, log *slog.Logger,
 	bootTime func() (time.Time, error), dryRun bool) ([]string, error) {
 	raw := self.Annotations[imdssrc.AnnotationReboot]
 	m, ok, err := imdssrc.DecodeMarker(raw)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"golang.org/x/sync/errgroup"
+
+	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
+)
+
+// startQueue starts queue mode: the node cache, and, while this replica
+// leads, the controller and the SQS source feeding it.
+func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
+	cfg := a.cfg
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsClientDefaults, func(o *awsconfig.LoadOptions) error {
+		if cfg.Region != "" {
+			o.Region = cfg.Region
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	httpClient := awsCfg.HTTPClient
+	if httpClient == nil {
+		httpClient = awshttp.NewBuildableClient() // the services' own default
+	}
+	fenced := a.fence.HTTPClient(httpClient)
+	sqsClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) {
+		setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
+		o.HTTPClient = fenced
+	})
+
+	index := nodes.New(a.kube.main, nodes.Options{})
+	g.Go(func() error { index.Run(ctx); return nil })
+	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
+		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
+		OnReceiveError: func(error) {
+			a.metrics.ReceiveErrors.Inc()
+			a.metrics.SourceHealthy.WithLabelValues("sqs").Set(0)
+			a.ready.source.Store(false)
+		},
+		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
+	})
+	deps := a.deps(index, a.drainer(index))
+	deps.Acker = source
+	if cfg.CompleteLifecycle {
+		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) {
+			setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"])
+			o.HTTPClient = fenced
+		})
+		deps.ASG = asg.New(asClient, a.clock, a.log, asg.Options{DryRun: cfg.DryRun, ClusterName: cfg.ClusterName, Managed: cfg.ManagedASGs})
+	}
+	opts := controller.Options{
+		Policy: a.policy(), UnknownInstance: cfg.UnknownInstance, HeartbeatInterval: cfg.HeartbeatInterval,
+		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
+		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+	}
+	if cfg.PrivateDNSLookup {
+		ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
+		opts.Resolve = privateDNSResolver(ec2Client)
+	}
+	ctrl := controller.New(deps, opts)
+	// lead runs the controller and, once it has resumed the nodes it was
+	// working on, the queue; both stop when leadership or the process ends.
+	lead := func(ctx context.Context) error {
+		lg, ctx := errgroup.WithContext(ctx)
+		lg.Go(func() error { return ctrl.Run(ctx) })
+		lg.Go(func() error {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ctrl.Started():
+			}
+			a.log.Info("consuming queue", "queueURL", cfg.QueueURL)
+			return source.Run(ctx, ctrl.HandleMessage)
+		})
+		return lg.Wait()
+	}
+	g.Go(func() error { return a.elect(ctx, lead) })
+	return nil
+}
+
+func setEndpoint(dst **string, url string) {
+	if url != "" {
+		*dst = aws.String(url)
+	}
+}
+
+func privateDNSResolver(api *ec2.Client) func(context.Context, string) (string, error) {
+	return func(ctx context.Context, instanceID string) (string, error) {
+		out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+		if err != nil {
+			return "", fmt.Errorf("describing instance %s: %w", instanceID, err)
+		}
+		for _, r := range out.Reservations {
+			for _, i := range r.Instances {
+				return aws.ToString(i.PrivateDnsName), nil
+			}
+		}
+		return "", nil
+	}
+}

@@ -1,0 +1,172 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// option describes one flag. The table drives parsing, env fallbacks and
+// the generated docs/configuration.md.
+type option struct {
+	name    string
+	usage   string
+	modes   []Mode // empty: every mode
+	def     string
+	bind    binder
+	tokenOp bool // needs a lifecycle action token: refused in IMDS mode
+}
+
+// A binder defines one flag on fs, bound to a field of c, with its default
+// (a string, as docs/configuration.md shows it). It fails when the table's
+// default does not parse (TestOptionTable keeps that from happening).
+type binder func(fs *flag.FlagSet, c *Config, name, def, usage string) error
+
+func strOpt(p func(*Config) *string) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error { fs.StringVar(p(c), n, d, u); return nil }
+}
+
+func boolOpt(p func(*Config) *bool) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
+		if d != "true" && d != "false" {
+			return fmt.Errorf("default of --%s: %q is not true or false", n, d)
+		}
+		fs.BoolVar(p(c), n, d == "true", u)
+		return nil
+	}
+}
+
+func durOpt(p func(*Config) *time.Duration) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
+		v, err := time.ParseDuration(d)
+		if err != nil {
+			return fmt.Errorf("default of --%s: %w", n, err)
+		}
+		fs.DurationVar(p(c), n, v, u)
+		return nil
+	}
+}
+
+func intOpt(p func(*Config) *int) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
+		v, err := strconv.Atoi(d)
+		if err != nil {
+			return fmt.Errorf("default of --%s: %w", n, err)
+		}
+		fs.IntVar(p(c), n, v, u)
+		return nil
+	}
+}
+
+// funcOpt binds a flag parsed by set into the config.
+func funcOpt(set func(c *Config, v string) error) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
+		if d != "" {
+			if err := set(c, d); err != nil {
+				return fmt.Errorf("default of --%s: %w", n, err)
+			}
+		}
+		fs.Func(n, u, func(v string) error { return set(c, v) })
+		return nil
+	}
+}
+
+var serviceIDs = []string{"sqs", "autoscaling", "ec2", "eventbridge", "sts"}
+
+var options = []option{
+	{name: "mode", def: "queue", usage: "how interruptions are learned: queue (SQS, a leader-elected Deployment) or imds (instance metadata, a DaemonSet)",
+		bind: funcOpt(func(c *Config, v string) error { c.Mode = Mode(v); return nil })},
+	{name: "dry-run", def: "false", usage: "change nothing anywhere (no cordon, eviction, lifecycle call or message deletion); log and report what would be done",
+		bind: boolOpt(func(c *Config) *bool { return &c.DryRun })},
+	{name: "kubeconfig", usage: "kubeconfig file; empty means in-cluster configuration",
+		bind: strOpt(func(c *Config) *string { return &c.Kubeconfig })},
+	{name: "node-name", modes: []Mode{ModeIMDS}, usage: "name of the node lifeboat runs on (IMDS mode; set from the downward API)",
+		bind: strOpt(func(c *Config) *string { return &c.NodeName })},
+	{name: "pod-name", usage: "lifeboat's own pod name (downward API); it is never evicted",
+		bind: strOpt(func(c *Config) *string { return &c.PodName })},
+	{name: "pod-namespace", usage: "lifeboat's own namespace (downward API)",
+		bind: strOpt(func(c *Config) *string { return &c.PodNamespace })},
+	{name: "cluster-name", modes: []Mode{ModeQueue}, usage: "cluster name; an Auto Scaling group tagged kubernetes.io/cluster/<name> is this cluster's (needed to complete launch lifecycle actions)",
+		bind: strOpt(func(c *Config) *string { return &c.ClusterName })},
+	{name: "queue-url", modes: []Mode{ModeQueue}, usage: "URL of the SQS queue fed by EventBridge or Auto Scaling (required in queue mode)",
+		bind: strOpt(func(c *Config) *string { return &c.QueueURL })},
+	{name: "region", modes: []Mode{ModeQueue}, usage: "AWS region; empty means the SDK's default chain (AWS_REGION, profile)",
+		bind: strOpt(func(c *Config) *string { return &c.Region })},
+	{name: "aws-endpoint", modes: []Mode{ModeQueue}, usage: "override an AWS endpoint, as service=URL (services: sqs, autoscaling, ec2, eventbridge, sts), or a bare URL for all; repeatable or comma-separated",
+		bind: funcOpt(func(c *Config, v string) error { return parseEndpoints(c, v) })},
+	{name: "workers", modes: []Mode{ModeQueue}, def: "10", usage: "messages handled in parallel (drains run outside these slots)",
+		bind: intOpt(func(c *Config) *int { return &c.Workers })},
+	{name: "visibility-timeout", modes: []Mode{ModeQueue}, def: "2m", usage: "visibility of a received message, extended while its work runs",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.VisibilityTimeout })},
+	{name: "unknown-instance", modes: []Mode{ModeQueue}, def: UnknownLeave, usage: "what to do with a message about an instance that is not a node of this cluster: leave (for its owner, until retention) or delete",
+		bind: strOpt(func(c *Config) *string { return &c.UnknownInstance })},
+	{name: "private-dns-lookup", modes: []Mode{ModeQueue}, def: "false", usage: "when no node has the instance's providerID, look the instance's private DNS name up in EC2 and match it to a node name",
+		bind: boolOpt(func(c *Config) *bool { return &c.PrivateDNSLookup })},
+	{name: "managed-asg", modes: []Mode{ModeQueue}, usage: "Auto Scaling group names whose launch actions this cluster owns (comma-separated), in addition to groups tagged for --cluster-name",
+		bind: funcOpt(func(c *Config, v string) error { c.ManagedASGs = appendList(c.ManagedASGs, v); return nil })},
+	{name: "imds-endpoint", modes: []Mode{ModeIMDS}, usage: "instance metadata endpoint; empty means the SDK default (http://169.254.169.254)",
+		bind: strOpt(func(c *Config) *string { return &c.IMDSEndpoint })},
+	{name: "imds-poll-interval", modes: []Mode{ModeIMDS}, def: "1s", usage: "how often instance metadata is read",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.IMDSPoll })},
+	{name: "imds-allow-v1", modes: []Mode{ModeIMDS}, def: "false", usage: "fall back to IMDSv1 when no IMDSv2 token can be obtained",
+		bind: boolOpt(func(c *Config) *bool { return &c.IMDSAllowV1 })},
+	{name: "drain-on", def: "spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate", usage: "event kinds that drain the node; the other kinds only cordon and taint it (add rebalance-recommendation to drain on rebalance)",
+		bind: funcOpt(func(c *Config, v string) error { return parseKinds(c, v) })},
+	{name: "scheduled-change-lead", def: "10m", usage: "act this long before a scheduled change's start time",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.ScheduledChangeLead })},
+	{name: "force-delete-at-deadline", def: "false", usage: "when AWS's deadline is about to pass, delete the pods still running (they would be killed anyway); needs pods/delete",
+		bind: boolOpt(func(c *Config) *bool { return &c.ForceDeleteAtDeadline })},
+	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline when capping grace periods",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
+	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.EvictionBackoff })},
+	{name: "complete-lifecycle", modes: []Mode{ModeQueue}, def: "true", tokenOp: true, usage: "heartbeat and complete Auto Scaling lifecycle actions",
+		bind: boolOpt(func(c *Config) *bool { return &c.CompleteLifecycle })},
+	{name: "heartbeat-interval", modes: []Mode{ModeQueue}, def: "0s", tokenOp: true, usage: "interval of lifecycle heartbeats; 0 means half the hook's heartbeat timeout",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.HeartbeatInterval })},
+	{name: "lifecycle-timeout-result", modes: []Mode{ModeQueue}, def: ResultContinue, tokenOp: true, usage: "result of a terminate action whose drain cannot finish before the hook's global timeout: CONTINUE or ABANDON",
+		bind: strOpt(func(c *Config) *string { return &c.LifecycleTimeoutResult })},
+	{name: "launch-ready-timeout", modes: []Mode{ModeQueue}, def: "15m", tokenOp: true, usage: "how long a launching instance may take to become a Ready node before its launch action gets --launch-timeout-result",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.LaunchReadyTimeout })},
+	{name: "launch-timeout-result", modes: []Mode{ModeQueue}, def: ResultAbandon, tokenOp: true, usage: "result of a launch action whose node never became Ready: ABANDON or CONTINUE",
+		bind: strOpt(func(c *Config) *string { return &c.LaunchTimeoutResult })},
+	{name: "kube-qps", def: "200", usage: "Kubernetes client queries per second (Events have their own 20 QPS); sized so a 200-node burst drains in seconds, see docs/benchmarks.md",
+		bind: funcOpt(func(c *Config, v string) error { _, err := fmt.Sscan(v, &c.KubeQPS); return err })},
+	{name: "kube-burst", def: "400", usage: "Kubernetes client burst",
+		bind: intOpt(func(c *Config) *int { return &c.KubeBurst })},
+	{name: "listen", def: ":8080", usage: "address of /metrics, /healthz and /readyz; empty disables",
+		bind: strOpt(func(c *Config) *string { return &c.ListenAddr })},
+	{name: "leader-elect", modes: []Mode{ModeQueue}, def: "true", usage: "only the holder of a Lease consumes the queue",
+		bind: boolOpt(func(c *Config) *bool { return &c.LeaderElect })},
+	{name: "lease-name", modes: []Mode{ModeQueue}, def: "lifeboat", usage: "name of the leader-election Lease",
+		bind: strOpt(func(c *Config) *string { return &c.LeaseName })},
+	{name: "lease-namespace", modes: []Mode{ModeQueue}, usage: "namespace of the Lease; empty means --pod-namespace",
+		bind: strOpt(func(c *Config) *string { return &c.LeaseNamespace })},
+	{name: "lease-duration", modes: []Mode{ModeQueue}, def: "15s", usage: "leader-election lease duration",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.LeaseDuration })},
+	{name: "log-format", def: "json", usage: "json or text",
+		bind: strOpt(func(c *Config) *string { return &c.LogFormat })},
+	{name: "log-level", def: "info", usage: "debug, info, warn or error",
+		bind: strOpt(func(c *Config) *string { return &c.LogLevel })},
+	{name: "webhook-url", usage: "webhook that is told when an interruption is received and when it is finished; a secret: prefer LIFEBOAT_WEBHOOK_URL from a Secret or --webhook-url-file; empty disables webhooks",
+		bind: funcOpt(func(c *Config, v string) error { c.WebhookURL = Secret(v); return nil })},
+	{name: "webhook-url-file", usage: "file holding the webhook URL (a mounted Secret)",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookURLFile })},
+	{name: "webhook-template", def: "slack", usage: "body of webhook requests: slack, teams (Workflows, Adaptive Card), json (the notification itself) or the path of a Go text/template file rendering JSON from a notification",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookTemplate })},
+	{name: "webhook-headers", usage: "extra HTTP headers of webhook requests, one \"Name: value\" a line (a secret: prefer LIFEBOAT_WEBHOOK_HEADERS from a Secret or --webhook-headers-file)",
+		bind: funcOpt(func(c *Config, v string) error { c.WebhookHeaders = Secret(v); return nil })},
+	{name: "webhook-headers-file", usage: "file of extra HTTP headers of webhook requests, one \"Name: value\" a line (a mounted Secret)",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookHeadersFile })},
+	{name: "webhook-proxy", usage: "HTTP(S) proxy for webhook requests; empty means HTTPS_PROXY, HTTP_PROXY and NO_PROXY",
+		bind: strOpt(func(c *Config) *string { return &c.WebhookProxy })},
+	{name: "webhook-dedupe-window", def: "30m", usage: "a node's notification of one phase (received, finished) is sent at most once in this window, however many signals arrive",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.WebhookDedupeWindow })},
+}
+
+// EnvName is the environment variable that backs a flag: --queue-url -> LIFEBOAT_QUEUE_URL.
+func EnvName(flagName string) string {
+	return "LIFEBOAT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}

@@ -1,0 +1,105 @@
+// Package imdsflow is IMDS mode (a DaemonSet pod per node): the node
+// cache watches only this node, the source polls this instance's metadata,
+// the controller works on this node only, and the reboot rule undoes
+// lifeboat's cordon once the node has rebooted for the maintenance it was
+// cordoned for (docs/imds.md).
+package imdsflow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/plan"
+	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
+)
+
+// Options configure IMDS mode.
+type Options struct {
+	// NodeName is the node lifeboat runs on.
+	NodeName string
+	// Endpoint is the metadata service ("": the SDK's default); AllowV1
+	// falls back to IMDSv1 when no token can be obtained.
+	Endpoint string
+	AllowV1  bool
+	// Poll is how often the metadata is read.
+	Poll           time.Duration
+	DryRun         bool
+	Policy         plan.Policy
+	DeadlineMargin time.Duration
+	// OnPoll is told after each poll whether the metadata answered
+	// (readiness); optional.
+	OnPoll func(healthy bool)
+}
+
+// Run runs IMDS mode until ctx ends. deps.Nodes must be an index
+// restricted to o.NodeName (nodes.Options.OnlyNode) and already running;
+// deps.Drainer also writes the reboot rule's changes.
+func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) error {
+	log := deps.Log
+	if err := deps.Nodes.WaitSynced(ctx); err != nil {
+		return err
+	}
+	self, ok := deps.Nodes.ByName(o.NodeName)
+	if !ok {
+		return fmt.Errorf("node %s not found: --node-name must name the node lifeboat runs on (downward API spec.nodeName)", o.NodeName)
+	}
+	seen, err := afterRebootRetrying(ctx, o, deps, w)
+	if err != nil {
+		return err
+	}
+
+	onPoll := o.OnPoll
+	if onPoll == nil {
+		onPoll = func(bool) {}
+	}
+	deps.Metrics.SourceHealthy.WithLabelValues(string(event.SourceIMDS)).Set(0) // until the first poll answers
+	var checkInstance sync.Once
+	var source *imdssrc.Source
+	source = imdssrc.New(imdssrc.NewClient(o.Endpoint, o.AllowV1), deps.Clock, log, imdssrc.Options{
+		Interval: o.Poll,
+		Seen:     seen,
+		OnPoll: func(err error) {
+			healthy := 0.0
+			if err == nil {
+				healthy = 1
+				checkInstance.Do(func() { warnOtherInstance(log, self, source.InstanceID()) })
+			}
+			deps.Metrics.SourceHealthy.WithLabelValues(string(event.SourceIMDS)).Set(healthy)
+			onPoll(err == nil)
+		},
+	})
+	ctrl := controller.New(deps, controller.Options{
+		Policy:            o.Policy,
+		DeadlineMargin:    o.DeadlineMargin,
+		CordonAnnotations: rebootMarker(deps.Nodes, deps.Clock),
+	})
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ctrl.Run(ctx) })
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ctrl.Started():
+		}
+		return source.Run(ctx, func(evs []event.Event) { ctrl.SubmitNode(o.NodeName, evs) })
+	})
+	return g.Wait()
+}
+
+// warnOtherInstance warns once when the node's providerID names another
+// instance than the metadata service: --node-name is probably wrong.
+func warnOtherInstance(log *slog.Logger, self *corev1.Node, instanceID string) {
+	if own := nodes.InstanceID(self.Spec.ProviderID); own != "" && instanceID != "" && own != instanceID {
+		log.Warn("the node's providerID names another instance than the instance metadata; check --node-name",
+			"node", self.Name, "instanceID", instanceID, "providerInstanceID", own)
+	}
+}
