@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -246,9 +247,9 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 	d.tl.begin(sceneSpot, fmt.Sprintf("Spot interruption: node %s (%s) runs %d pods to move, 2 of them under a PodDisruptionBudget",
 		shortNode(s.spotNode), s.spotInstance, len(pods)), pods)
 	d.tl.add(Fact{Scene: sceneSpot, Source: srcAWS, Step: stepSignal, Lane: "EventBridge", Label: "Spot interruption notice",
-		Text: fmt.Sprintf("EC2 Spot Instance Interruption Warning for %s (terminate): AWS takes the instance in %s", s.spotInstance, spotNotice)})
+		Text: fmt.Sprintf("%s for %s (terminate): AWS takes the instance in %s", route.SpotInterruption, s.spotInstance, spotNotice)})
 	sent := time.Now()
-	if err := d.putEvent(ctx, "aws.ec2", "EC2 Spot Instance Interruption Warning", sent,
+	if err := d.putEvent(ctx, route.SourceEC2, route.SpotInterruption, sent,
 		map[string]string{"instance-id": s.spotInstance, "instance-action": "terminate"}); err != nil {
 		return err
 	}

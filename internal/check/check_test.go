@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/check/pattern"
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/route"
 )
 
 // TestSamplesMatchTemplate: every embedded sample loads, and the rules of
@@ -54,6 +56,11 @@ func TestSamplesMatchTemplate(t *testing.T) {
 			t.Fatalf("template rule %s: %v", name, err)
 		}
 		rules = append(rules, p)
+		for _, dt := range p.Values("detail-type") {
+			if _, ok := route.Lookup(dt); !ok {
+				t.Errorf("template rule %s: detail-type %q is not in the route table (internal/route)", name, dt)
+			}
+		}
 	}
 	for _, spec := range kindSpecs {
 		own, err := pattern.Parse([]byte(spec.pattern))
@@ -62,7 +69,7 @@ func TestSamplesMatchTemplate(t *testing.T) {
 		}
 		for _, ref := range append(append([]sampleRef{}, spec.samples...), spec.warm...) {
 			s := ref.load()
-			if s.body["detail-type"] != spec.detailType && spec.kind != "capacity-reservation-interruption" {
+			if !spec.hasDetailType([]string{fmt.Sprint(s.body["detail-type"])}) {
 				t.Errorf("%s sample %s has detail-type %v", spec.kind, ref.file, s.body["detail-type"])
 			}
 			if ok, _ := own.Match(s.bytes()); !ok {
@@ -86,11 +93,11 @@ func TestClosest(t *testing.T) {
 		in, want string
 		ok       bool
 	}{
-		{"EC2 Spot Interruption Warning", dtSpot, true},
-		{"EC2 Instance Rebalance Recommendations", dtRebalance, true},
-		{"EC2 Instance Terminate Lifecycle Action", dtTerminate, true},
-		{"ec2 spot instance interruption warning", dtSpot, true},
-		{"AWS Health Events", dtHealth, true},
+		{"EC2 Spot Interruption Warning", route.SpotInterruption, true},
+		{"EC2 Instance Rebalance Recommendations", route.RebalanceRecommendation, true},
+		{"EC2 Instance Terminate Lifecycle Action", route.LifecycleTerminate, true},
+		{"ec2 spot instance interruption warning", route.SpotInterruption, true},
+		{"AWS Health Events", route.Health, true},
 		{"Object Created", "", false},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/check/pattern"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/route"
 )
 
 // samples are real events published by AWS (copies of the shared
@@ -68,84 +69,88 @@ func (ref sampleRef) load() sample {
 	return s
 }
 
-// kindSpec is what lifeboat needs from EventBridge for one kind.
+// kindSpec is what lifeboat needs from EventBridge for one kind: the real
+// samples a rule must deliver. The source, detail-types and the rule's
+// pattern come from the route table (internal/route).
 type kindSpec struct {
-	kind               event.Kind
-	source, detailType string
-	samples            []sampleRef
+	kind    event.Kind
+	samples []sampleRef
 	// warm are the extra samples of a group with a warm pool.
 	warm []sampleRef
-	// pattern is the rule deploy/aws/lifeboat.cfn.json creates.
+	// pattern is the rule deploy/aws/lifeboat.cfn.json creates for the
+	// kind (route.Pattern).
 	pattern string
 }
 
-const (
-	dtSpot        = "EC2 Spot Instance Interruption Warning"
-	dtRebalance   = "EC2 Instance Rebalance Recommendation"
-	dtStateChange = "EC2 Instance State-change Notification"
-	dtCapacity    = "EC2 Capacity Reservation Instance Interruption Warning"
-	dtCapacityAlt = "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
-	dtHealth      = "AWS Health Event"
-	dtTerminate   = "EC2 Instance-terminate Lifecycle Action"
-	dtLaunch      = "EC2 Instance-launch Lifecycle Action"
-)
+// withPatterns fills in each spec's pattern from the route table.
+func withPatterns(specs []kindSpec) []kindSpec {
+	for i := range specs {
+		specs[i].pattern = route.Pattern(specs[i].kind)
+	}
+	return specs
+}
 
-var kindSpecs = []kindSpec{
-	{kind: event.SpotInterruption, source: "aws.ec2", detailType: dtSpot,
+// mentions reports whether a hint names one of the kind's detail-types.
+func (s kindSpec) mentions(hint string) bool {
+	for _, r := range route.Of(s.kind) {
+		if strings.Contains(hint, jsonString(r.DetailType)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasDetailType reports whether dts holds one of the kind's detail-types.
+func (s kindSpec) hasDetailType(dts []string) bool {
+	for _, r := range route.Of(s.kind) {
+		if slices.Contains(dts, r.DetailType) {
+			return true
+		}
+	}
+	return false
+}
+
+var kindSpecs = withPatterns([]kindSpec{
+	{kind: event.SpotInterruption,
 		samples: []sampleRef{
 			{name: "terminate", file: "aws-doc-current.spot-interruption-warning-terminate.filled.json"},
 			{name: "stop", file: "aws-doc-current.spot-interruption-warning-stop.filled.json"},
 			{name: "hibernate", file: "aws-doc-current.spot-interruption-warning-hibernate.filled.json"},
-		},
-		pattern: `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`},
-	{kind: event.RebalanceRecommendation, source: "aws.ec2", detailType: dtRebalance,
-		samples: []sampleRef{{name: "recommendation", file: "aws-doc.rebalance-recommendation.filled.json"}},
-		pattern: `{"source":["aws.ec2"],"detail-type":["EC2 Instance Rebalance Recommendation"]}`},
-	{kind: event.ScheduledChange, source: "aws.health", detailType: dtHealth,
+		}},
+	{kind: event.RebalanceRecommendation,
+		samples: []sampleRef{{name: "recommendation", file: "aws-doc.rebalance-recommendation.filled.json"}}},
+	{kind: event.ScheduledChange,
 		samples: []sampleRef{
 			{name: "instance retirement", file: "aws-doc-health-guide.health-ec2-instance-retirement-scheduled-single-entity.json"},
 			{name: "host maintenance", file: "nth-e2e.health-ec2-dedicated-host-network-maintenance-scheduled.filled.json"},
-		},
-		pattern: `{"source":["aws.health"],"detail-type":["AWS Health Event"],"detail":{"service":["EC2"],"eventTypeCategory":["scheduledChange"]}}`},
-	{kind: event.StateChange, source: "aws.ec2", detailType: dtStateChange,
+		}},
+	{kind: event.StateChange,
 		samples: []sampleRef{
 			{name: "stopping", file: "nth-e2e.state-change-stopping.filled.json"},
 			{name: "stopped", file: "aws-doc-eventbridge-guide.state-change-terminated.json", detail: map[string]any{"state": "stopped"}},
 			{name: "shutting-down", file: "aws-doc-eventbridge-guide.state-change-terminated.json", detail: map[string]any{"state": "shutting-down"}},
 			{name: "terminated", file: "aws-doc-eventbridge-guide.state-change-terminated.json"},
-		},
-		pattern: `{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"],"detail":{"state":["stopping","stopped","shutting-down","terminated"]}}`},
-	{kind: event.CapacityReservationInterruption, source: "aws.ec2", detailType: dtCapacity,
+		}},
+	{kind: event.CapacityReservationInterruption,
 		samples: []sampleRef{
 			{name: "documented detail-type", file: "aws-doc.cr-instance-interruption-warning.filled.json"},
 			{name: "detail-type of AWS's HTML docs", file: "aws-doc-html-variant.cr-instance-interruption-warning-ALT-DETAIL-TYPE.published.json"},
-		},
-		pattern: `{"source":["aws.ec2"],"detail-type":["EC2 Capacity Reservation Instance Interruption Warning","EC2 Interruptible Capacity Reservation Instance Interruption Warning"]}`},
-	{kind: event.LifecycleTerminate, source: "aws.autoscaling", detailType: dtTerminate,
+		}},
+	{kind: event.LifecycleTerminate,
 		samples: []sampleRef{{name: "AutoScalingGroup → EC2", file: "aws-doc-current.terminate-lifecycle-action.filled.json"}},
-		warm:    []sampleRef{{name: "AutoScalingGroup → WarmPool", file: "aws-doc-current.warmpool-terminate-autoscalinggroup-to-warmpool.published.json"}},
-		pattern: `{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-terminate Lifecycle Action"]}`},
-	{kind: event.LifecycleLaunch, source: "aws.autoscaling", detailType: dtLaunch,
+		warm:    []sampleRef{{name: "AutoScalingGroup → WarmPool", file: "aws-doc-current.warmpool-terminate-autoscalinggroup-to-warmpool.published.json"}}},
+	{kind: event.LifecycleLaunch,
 		samples: []sampleRef{{name: "EC2 → AutoScalingGroup", file: "aws-doc-current.launch-lifecycle-action.filled.json"}},
 		warm: []sampleRef{
 			{name: "EC2 → WarmPool", file: "aws-doc-current.warmpool-launch-ec2-to-warmpool.published.json"},
 			{name: "WarmPool → AutoScalingGroup", file: "aws-doc-current.warmpool-launch-warmpool-to-autoscalinggroup.published.json"},
-		},
-		pattern: `{"source":["aws.autoscaling"],"detail-type":["EC2 Instance-launch Lifecycle Action"]}`},
-}
+		}},
+})
 
-// knownDetailTypes are the detail-types lifeboat acts on; ignoredDetailTypes
-// are real ones it deliberately ignores.
+// knownDetailTypes and knownSources are those lifeboat acts on.
 var (
-	knownDetailTypes   = []string{dtSpot, dtRebalance, dtStateChange, dtCapacity, dtCapacityAlt, dtHealth, dtTerminate, dtLaunch}
-	knownSources       = []string{"aws.ec2", "aws.health", "aws.autoscaling"}
-	ignoredDetailTypes = []string{
-		"EC2 Instance Launch Successful", "EC2 Instance Launch Unsuccessful",
-		"EC2 Instance Terminate Successful", "EC2 Instance Terminate Unsuccessful",
-		"EC2 Auto Scaling Instance Refresh Checkpoint Reached", "EC2 Auto Scaling Instance Refresh Started",
-		"EC2 Auto Scaling Instance Refresh Succeeded", "EC2 Auto Scaling Instance Refresh Failed",
-		"EC2 Auto Scaling Instance Refresh Cancelled", "AWS Health Abuse Event",
-	}
+	knownDetailTypes = route.DetailTypes()
+	knownSources     = route.Sources()
 )
 
 // rule is an EventBridge rule on the default bus with its targets.
@@ -369,11 +374,11 @@ func (r *run) kindRule(spec kindSpec) {
 			why = append(why, fmt.Sprintf("rule %s matches but its target transforms the event (Input, InputPath or InputTransformer)", ru.name))
 		case matched && ru.enabled() && len(ru.targets) > 0:
 			why = append(why, fmt.Sprintf("rule %s matches but sends to %s, not to this queue (%s)", ru.name, strings.Join(ru.otherTargets(r.queueARN), ", "), r.queueARN))
-		case toQueue && ru.p != nil && slices.Contains(ru.p.Values("detail-type"), spec.detailType):
+		case toQueue && ru.p != nil && spec.hasDetailType(ru.p.Values("detail-type")):
 			why = append(why, fmt.Sprintf("rule %s has the detail-type but its other filters exclude these events (pattern %s)", ru.name, ru.text))
 		case toQueue:
 			for _, h := range hints(ru.p) {
-				if strings.Contains(h, fmt.Sprintf("%q", spec.detailType)) {
+				if spec.mentions(h) {
 					why = append(why, fmt.Sprintf("rule %s: %s", ru.name, h))
 					fix = fmt.Sprintf("aws events put-rule --name %s --event-pattern '%s'", ru.name, corrected(ru))
 				}
@@ -515,7 +520,7 @@ func onlyIgnored(p *pattern.Pattern) bool {
 		return false
 	}
 	for _, d := range dts {
-		if !slices.Contains(ignoredDetailTypes, d) {
+		if !route.IsIgnored(d) {
 			return false
 		}
 	}
@@ -537,7 +542,7 @@ func hints(p *pattern.Pattern) []string {
 		known []string
 	}{{"detail-type", knownDetailTypes}, {"source", knownSources}} {
 		for _, v := range p.Values(f.field) {
-			if slices.Contains(f.known, v) || slices.Contains(ignoredDetailTypes, v) {
+			if slices.Contains(f.known, v) || route.IsIgnored(v) {
 				continue
 			}
 			if _, ok := closest(v, f.known); !ok {
@@ -560,7 +565,7 @@ func corrections(p *pattern.Pattern) [][3]string {
 		known []string
 	}{{"detail-type", knownDetailTypes}, {"source", knownSources}} {
 		for _, v := range p.Values(f.field) {
-			if slices.Contains(f.known, v) || slices.Contains(ignoredDetailTypes, v) {
+			if slices.Contains(f.known, v) || route.IsIgnored(v) {
 				continue
 			}
 			if c, ok := closest(v, f.known); ok {

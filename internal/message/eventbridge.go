@@ -1,30 +1,12 @@
 package message
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/event"
-)
-
-// EventBridge sources and detail-types, exactly as AWS spells them.
-const (
-	sourceEC2         = "aws.ec2"
-	sourceHealth      = "aws.health"
-	sourceAutoScaling = "aws.autoscaling"
-
-	detailTypeSpot        = "EC2 Spot Instance Interruption Warning"
-	detailTypeRebalance   = "EC2 Instance Rebalance Recommendation"
-	detailTypeStateChange = "EC2 Instance State-change Notification"
-	detailTypeCapacity    = "EC2 Capacity Reservation Instance Interruption Warning"
-	// detailTypeCapacityAlt is the spelling of the rendered HTML copy of the
-	// interruptible Capacity Reservation page; the markdown source of the
-	// same page (and Karpenter) use detailTypeCapacity. AWS documents both,
-	// the detail is the same, so both are accepted.
-	detailTypeCapacityAlt = "EC2 Interruptible Capacity Reservation Instance Interruption Warning"
-	detailTypeHealth      = "AWS Health Event"
-	detailTypeTerminate   = "EC2 Instance-terminate Lifecycle Action"
-	detailTypeLaunch      = "EC2 Instance-launch Lifecycle Action"
+	"lifeboat.dev/lifeboat/internal/route"
 )
 
 // spotNotice is how long before the action EC2 sends a Spot interruption
@@ -53,7 +35,8 @@ func (e *envelope) newEvent(kind event.Kind, instanceID string) event.Event {
 	}
 }
 
-// parseEventBridge routes an EventBridge event on (source, detail-type).
+// parseEventBridge routes an EventBridge event on (source, detail-type)
+// through the route table (internal/route).
 // The version is not checked: AWS sends "0", but samples in the wild omit
 // it or use other values, and the detail-type alone fixes the schema. A
 // missing source is accepted; a source that does not own the detail-type
@@ -71,32 +54,30 @@ func parseEventBridge(b *wire) (Result, error) {
 		d = &detail{}
 	}
 	source := b.Source.trimmed()
-	from := func(want string) bool { return source == "" || source == want }
 
 	var (
 		evs    []event.Event
 		reason string
 		err    error
 	)
-	switch dt := b.DetailType.trimmed(); {
-	case dt == detailTypeSpot && from(sourceEC2):
-		evs, err = spotInterruption(&env, &d.ec2Detail)
-	case dt == detailTypeRebalance && from(sourceEC2):
-		evs, err = rebalance(&env, &d.ec2Detail)
-	case dt == detailTypeStateChange && from(sourceEC2):
-		evs, reason, err = stateChange(&env, &d.ec2Detail)
-	case (dt == detailTypeCapacity || dt == detailTypeCapacityAlt) && from(sourceEC2):
-		evs, err = capacityInterruption(&env, &d.ec2Detail)
-	case dt == detailTypeHealth && from(sourceHealth):
-		evs, reason = health(&env, &d.healthDetail, b.Resources)
-	case (dt == detailTypeTerminate || dt == detailTypeLaunch) && from(sourceAutoScaling):
-		kind := event.LifecycleLaunch
-		if dt == detailTypeTerminate {
-			kind = event.LifecycleTerminate
-		}
-		evs, reason, err = lifecycle(&d.asgNotification, kind, &env)
-	default:
+	r, ok := route.Lookup(b.DetailType.trimmed())
+	switch {
+	case !ok || (source != "" && source != r.Source):
 		reason = IgnoredUnhandledDetailType
+	case r.Kind == event.SpotInterruption:
+		evs, err = spotInterruption(&env, &d.ec2Detail)
+	case r.Kind == event.RebalanceRecommendation:
+		evs, err = rebalance(&env, &d.ec2Detail)
+	case r.Kind == event.StateChange:
+		evs, reason, err = stateChange(&env, &d.ec2Detail)
+	case r.Kind == event.CapacityReservationInterruption:
+		evs, err = capacityInterruption(&env, &d.ec2Detail)
+	case r.Kind == event.ScheduledChange:
+		evs, reason = health(&env, &d.healthDetail, b.Resources)
+	case r.Kind == event.LifecycleTerminate || r.Kind == event.LifecycleLaunch:
+		evs, reason, err = lifecycle(&d.asgNotification, r.Kind, &env)
+	default:
+		reason = IgnoredUnhandledDetailType // a route this parser does not know yet: TestEveryRouteParses
 	}
 	if err != nil {
 		return Result{Format: FormatEventBridge}, err
@@ -160,20 +141,12 @@ func rebalance(env *envelope, d *ec2Detail) ([]event.Event, error) {
 	return []event.Event{ev}, nil
 }
 
-// terminalStates are the instance states that take the instance away.
-var terminalStates = map[string]bool{
-	"stopping":      true,
-	"stopped":       true,
-	"shutting-down": true,
-	"terminated":    true,
-}
-
 // stateChange: only terminal states are events; the instance is already on
 // its way, so the deadline is the envelope time. The ID is the state and
 // the envelope time (or id).
 func stateChange(env *envelope, d *ec2Detail) ([]event.Event, string, error) {
 	state := strings.ToLower(d.State.trimmed())
-	if !terminalStates[state] {
+	if !slices.Contains(route.TerminalStates, state) {
 		return nil, IgnoredStateNotTerminal, nil
 	}
 	id, err := instanceID(d.InstanceID, "detail.instance-id")

@@ -11,7 +11,8 @@
 //
 // It must stay a pure function of its input: no I/O, no AWS or Kubernetes
 // clients, no clock, no logging and no global state. It must never panic on
-// any input. It imports only the standard library and internal/event.
+// any input. It imports only the standard library, internal/event and the
+// route table (internal/route).
 package message
 
 import (

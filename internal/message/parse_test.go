@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/route"
 )
 
 // spotBody is an EventBridge Spot interruption with the given instance-id
@@ -536,7 +537,7 @@ func TestCapacityReservationAltDetailType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alt := bytes.Replace(filled, []byte(detailTypeCapacity), []byte(detailTypeCapacityAlt), 1)
+	alt := bytes.Replace(filled, []byte(route.CapacityInterruption), []byte(route.CapacityInterruptionAlt), 1)
 	if bytes.Equal(alt, filled) {
 		t.Fatal("the filled fixture does not hold the markdown detail-type")
 	}

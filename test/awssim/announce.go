@@ -13,15 +13,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/route"
 )
 
-// Exact EventBridge strings (DESIGN.md, "Exact AWS strings").
+// Exact EventBridge strings come from the route table (internal/route), the
+// one place that spells them; the rest are Auto Scaling's own.
 const (
-	sourceAutoScaling     = "aws.autoscaling"
-	sourceEC2             = "aws.ec2"
-	detailTypeLaunch      = "EC2 Instance-launch Lifecycle Action"
-	detailTypeTerminate   = "EC2 Instance-terminate Lifecycle Action"
-	detailTypeStateChange = "EC2 Instance State-change Notification"
+	sourceAutoScaling     = route.SourceAutoScaling
+	sourceEC2             = route.SourceEC2
+	detailTypeLaunch      = route.LifecycleLaunch
+	detailTypeTerminate   = route.LifecycleTerminate
+	detailTypeStateChange = route.StateChange
 	testNotificationEvent = "autoscaling:TEST_NOTIFICATION"
 	serviceName           = "AWS Auto Scaling"
 	// notificationTime is the Time format of direct notifications
