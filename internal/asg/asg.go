@@ -167,18 +167,20 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 // sooner than the next interval: after an eighth of it, doubling up to the
 // interval. Waiting a whole interval after a failure would leave no margin
 // before the hook's timeout.
-func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func(error)) error {
-	firstRetry := max(interval/8, 100*time.Millisecond)
-	retry := firstRetry
+//
+// interval may change while KeepAlive runs (it is conservative until the
+// hook's timeout is known); a change ends the current wait at once.
+func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *Interval, until time.Time, beat func(error)) error {
+	var retry time.Duration // the next wait after a failure; 0: none failed
 	for {
 		if !until.IsZero() && !c.clock.Now().Before(until) {
 			return nil
 		}
-		wait := interval
+		wait, changed := interval.get()
 		err := c.Heartbeat(ctx, instanceID, a)
 		switch {
 		case err == nil:
-			retry = firstRetry
+			retry = 0
 			if beat != nil {
 				beat(nil)
 			}
@@ -187,7 +189,10 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		case ctx.Err() != nil:
 			return nil
 		default:
-			wait = min(retry, interval)
+			if retry == 0 {
+				retry = max(wait/8, 100*time.Millisecond)
+			}
+			wait = min(retry, wait)
 			retry *= 2
 			if beat != nil {
 				beat(err)
@@ -199,9 +204,49 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-changed:
+			t.Stop()
 		case <-t.C():
 		}
 	}
+}
+
+// Interval is a heartbeat interval that may change while KeepAlive waits on
+// it. It is safe for concurrent use.
+type Interval struct {
+	mu      sync.Mutex
+	d       time.Duration
+	changed chan struct{} // closed (and replaced) by Set
+}
+
+// NewInterval returns an Interval of d.
+func NewInterval(d time.Duration) *Interval {
+	return &Interval{d: d, changed: make(chan struct{})}
+}
+
+// Set changes the interval; a KeepAlive waiting on the old one heartbeats
+// at once and then waits the new one.
+func (i *Interval) Set(d time.Duration) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if d == i.d {
+		return
+	}
+	i.d = d
+	close(i.changed)
+	i.changed = make(chan struct{})
+}
+
+// Get returns the current interval.
+func (i *Interval) Get() time.Duration {
+	d, _ := i.get()
+	return d
+}
+
+func (i *Interval) get() (time.Duration, <-chan struct{}) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.d, i.changed
 }
 
 // Owned reports whether a group belongs to this cluster: it is named in
@@ -247,11 +292,31 @@ func classify(err error) error {
 	return err
 }
 
+// UnknownHookInterval is the heartbeat interval while a hook's timeout is
+// not known (reading it failed or is still under way): a third of the
+// shortest heartbeat timeout AWS allows (30 s).
+const UnknownHookInterval = 10 * time.Second
+
 // HeartbeatInterval is the interval to use for a hook: configured, or half
-// the hook's heartbeat timeout.
-func HeartbeatInterval(configured time.Duration, h Hook) time.Duration {
-	if configured > 0 {
-		return min(configured, h.HeartbeatTimeout)
+// the hook's heartbeat timeout. A configured interval is never longer than
+// half the timeout, so that a failed heartbeat can be retried before the
+// action times out; clamped reports that it was cut.
+func HeartbeatInterval(configured time.Duration, h Hook) (interval time.Duration, clamped bool) {
+	most := max(h.HeartbeatTimeout/2, 500*time.Millisecond)
+	if configured <= 0 {
+		return most, false
 	}
-	return max(h.HeartbeatTimeout/2, 500*time.Millisecond)
+	if configured > most {
+		return most, true
+	}
+	return configured, false
+}
+
+// IntervalUnknownHook is the interval to use before a hook's timeout is
+// known: configured, but never longer than UnknownHookInterval.
+func IntervalUnknownHook(configured time.Duration) time.Duration {
+	if configured > 0 {
+		return min(configured, UnknownHookInterval)
+	}
+	return UnknownHookInterval
 }

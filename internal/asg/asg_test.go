@@ -104,7 +104,7 @@ func TestKeepAliveStopsWhenActionGone(t *testing.T) {
 	done := make(chan error, 1)
 	beats := 0
 	go func() {
-		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, time.Minute, time.Time{}, func(err error) {
+		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, every(time.Minute), time.Time{}, func(err error) {
 			if err == nil {
 				beats++
 			}
@@ -140,7 +140,7 @@ func TestKeepAliveRetriesFailedHeartbeatSooner(t *testing.T) {
 	c := New(api, clk, discard, Options{})
 	done := make(chan error, 1)
 	go func() {
-		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, 80*time.Second, time.Time{}, nil)
+		done <- c.KeepAlive(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, every(80*time.Second), time.Time{}, nil)
 	}()
 	waitHeartbeats(t, api, 1) // fails
 	for i, step := range []time.Duration{10 * time.Second, 20 * time.Second, 80 * time.Second} {
@@ -218,12 +218,60 @@ func TestOwned(t *testing.T) {
 	}
 }
 
+func every(d time.Duration) *Interval { return NewInterval(d) }
+
+// Issue 14 item 10: an interval at or above the hook's heartbeat timeout
+// put each heartbeat at expiry; it is clamped to half the timeout.
 func TestHeartbeatInterval(t *testing.T) {
-	h := Hook{HeartbeatTimeout: 300 * time.Second}
-	if got := HeartbeatInterval(0, h); got != 150*time.Second {
-		t.Errorf("automatic = %s", got)
+	hook := Hook{HeartbeatTimeout: 30 * time.Second}
+	for _, tc := range []struct {
+		name        string
+		configured  time.Duration
+		want        time.Duration
+		wantClamped bool
+	}{
+		{"default: half the timeout", 0, 15 * time.Second, false},
+		{"configured below half", 10 * time.Second, 10 * time.Second, false},
+		{"configured at half", 15 * time.Second, 15 * time.Second, false},
+		{"configured above half", 20 * time.Second, 15 * time.Second, true},
+		{"configured equal to the timeout", 30 * time.Second, 15 * time.Second, true},
+		{"configured above the timeout", time.Hour, 15 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, clamped := HeartbeatInterval(tc.configured, hook)
+			if got != tc.want || clamped != tc.wantClamped {
+				t.Errorf("HeartbeatInterval(%v, 30 s timeout) = %v, %v; want %v, %v", tc.configured, got, clamped, tc.want, tc.wantClamped)
+			}
+			if got >= hook.HeartbeatTimeout {
+				t.Errorf("interval %v is not below the timeout", got)
+			}
+		})
 	}
-	if got := HeartbeatInterval(time.Hour, h); got != 300*time.Second {
-		t.Errorf("configured above timeout = %s, want capped at the timeout", got)
+	for _, tc := range []struct{ configured, want time.Duration }{{0, UnknownHookInterval}, {2 * time.Second, 2 * time.Second}, {time.Minute, UnknownHookInterval}} {
+		if got := IntervalUnknownHook(tc.configured); got != tc.want {
+			t.Errorf("IntervalUnknownHook(%v) = %v, want %v", tc.configured, got, tc.want)
+		}
+	}
+}
+
+// A changed interval ends the current wait: a KeepAlive started with the
+// conservative interval (hook unknown) must not sleep through a shorter
+// hook timeout once the hook is read.
+func TestKeepAliveFollowsIntervalChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := New(&fakeAPI{goneAfter: 100}, clk, discard, Options{})
+	iv := NewInterval(UnknownHookInterval)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	beats := make(chan error, 10)
+	go func() {
+		_ = c.KeepAlive(ctx, "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, iv, time.Time{}, func(err error) { beats <- err })
+	}()
+	<-beats // the first heartbeat is immediate
+	iv.Set(time.Second)
+	select {
+	case <-beats: // at once, without the clock moving
+	case <-time.After(5 * time.Second):
+		t.Fatal("KeepAlive kept waiting the old interval after it changed")
 	}
 }

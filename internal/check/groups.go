@@ -243,15 +243,11 @@ func (r *run) hookCheck(g group, h astypes.LifecycleHook) {
 		warns = append(warns, fmt.Sprintf("--complete-lifecycle=false: lifeboat neither heartbeats nor completes these actions; each ends after %s with %s", timeout, defaultResult))
 		fixes = append(fixes, "run lifeboat with --complete-lifecycle=true")
 	default:
-		interval := asg.HeartbeatInterval(r.cfg.HeartbeatInterval, asg.Hook{HeartbeatTimeout: timeout, GlobalTimeout: global})
+		interval, clamped := asg.HeartbeatInterval(r.cfg.HeartbeatInterval, asg.Hook{HeartbeatTimeout: timeout, GlobalTimeout: global})
 		found = append(found, fmt.Sprintf("lifeboat heartbeats every %s", interval))
-		switch {
-		case r.cfg.HeartbeatInterval >= timeout:
-			fails = append(fails, fmt.Sprintf("--heartbeat-interval %s is not shorter than the hook's heartbeat timeout %s: the action times out between heartbeats", r.cfg.HeartbeatInterval, timeout))
-			fixes = append(fixes, fmt.Sprintf("set --heartbeat-interval 0 (half the hook's timeout) or below %s", timeout/2))
-		case interval > timeout/2:
-			warns = append(warns, fmt.Sprintf("--heartbeat-interval %s is more than half the hook's heartbeat timeout %s: one slow heartbeat lets the action time out", r.cfg.HeartbeatInterval, timeout))
-			fixes = append(fixes, fmt.Sprintf("set --heartbeat-interval 0 or at most %s", timeout/2))
+		if clamped {
+			warns = append(warns, fmt.Sprintf("--heartbeat-interval %s is more than half the hook's heartbeat timeout %s: lifeboat heartbeats every %s instead", r.cfg.HeartbeatInterval, timeout, interval))
+			fixes = append(fixes, fmt.Sprintf("set --heartbeat-interval 0 (half the hook's timeout) or at most %s", timeout/2))
 		}
 	}
 	text := strings.Join(found, "; ")

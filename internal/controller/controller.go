@@ -65,7 +65,7 @@ type nodeDrainer interface {
 type lifecycleAPI interface {
 	Hook(ctx context.Context, group, hook string) (asg.Hook, error)
 	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
-	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval time.Duration, until time.Time, beat func(error)) error
+	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *asg.Interval, until time.Time, beat func(error)) error
 	Owned(ctx context.Context, group string) (bool, error)
 }
 
@@ -123,8 +123,9 @@ type Controller struct {
 	spawn    func(func())
 	started  chan struct{}
 	work     map[string]*nodeWork   // by node name
-	launches map[string]*launchWork // by event ID
+	launches map[string]*actionWork // by event ID (launches, terminations of non-nodes)
 	done     map[string]time.Time   // finished event IDs
+	clamped  map[string]bool        // hooks whose too long heartbeat interval was reported
 	wg       sync.WaitGroup
 }
 
@@ -134,7 +135,7 @@ func New(d Deps, o Options) *Controller {
 		o.RetryBackoff = time.Second
 	}
 	return &Controller{Deps: d, o: o, started: make(chan struct{}),
-		work: map[string]*nodeWork{}, launches: map[string]*launchWork{}, done: map[string]time.Time{}}
+		work: map[string]*nodeWork{}, launches: map[string]*actionWork{}, done: map[string]time.Time{}, clamped: map[string]bool{}}
 }
 
 // nodeWork is the state of one node lifeboat is working on.
@@ -145,8 +146,8 @@ type nodeWork struct {
 	msgs       []*messageWork
 	firstSeen  time.Time
 	wake       chan struct{}
-	beats      map[string]context.CancelFunc // heartbeat loops by token
-	reported   map[string]bool               // Event reasons already reported
+	beats      map[string]*beat // heartbeat loops by token
+	reported   map[string]bool  // Event reasons already reported
 	notified   map[notify.Phase]bool
 }
 
@@ -226,7 +227,7 @@ func (c *Controller) submit(node, instanceID string, evs []event.Event, m *messa
 	w, ok := c.work[node]
 	if !ok {
 		w = &nodeWork{name: node, instanceID: instanceID, events: map[string]event.Event{}, firstSeen: c.Clock.Now(),
-			wake: make(chan struct{}, 1), beats: map[string]context.CancelFunc{}, reported: map[string]bool{},
+			wake: make(chan struct{}, 1), beats: map[string]*beat{}, reported: map[string]bool{},
 			notified: map[notify.Phase]bool{}}
 		c.work[node] = w
 		c.Metrics.NodesInFlight.Inc()
@@ -246,10 +247,7 @@ func (c *Controller) submit(node, instanceID string, evs []event.Event, m *messa
 		}
 	}
 	if changed {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		wake(w)
 	}
 }
 
@@ -344,7 +342,7 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 // lifecycle actions are completed with CONTINUE (a repeat answers "No
 // active Lifecycle Action", which counts as done).
 func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Event) error {
-	p := plan.For(c.withLifecycleDeadlines(ctx, evs), c.o.Policy, c.Clock.Now())
+	p := plan.For(evs, c.o.Policy, c.Clock.Now())
 	c.reportOnce(w, "NodeGone", corev1.EventTypeNormal, "drain", "node no longer exists: nothing left to drain")
 	return c.completeAll(ctx, w, p.Lifecycle, "CONTINUE")
 }
@@ -356,7 +354,12 @@ var errRestart = errors.New("new events arrived: planning again")
 // IDs of the events the plan left waiting for their time: carrying it out
 // settled every other event.
 func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Event) ([]string, error) {
-	evs = c.withLifecycleDeadlines(ctx, evs)
+	// Heartbeats first: nothing below may leave a lifecycle action without
+	// them. They also learn the hook's deadline the plan needs.
+	for _, a := range plan.For(evs, c.o.Policy, c.Clock.Now()).Lifecycle {
+		c.startHeartbeats(ctx, w, a, evs)
+	}
+	evs = c.withLifecycleDeadlines(w, evs)
 	now := c.Clock.Now()
 	p := plan.For(evs, c.o.Policy, now)
 	persisted, err := persist(evs)
@@ -396,9 +399,6 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		c.report(w, corev1.EventTypeNormal, "Cordoned", "cordon", fmt.Sprintf("%s: cordoned and tainted %v", p.Reason, p.TaintKeys))
 	}
 	c.notifyOnce(w, notify.PhaseReceived, p, "")
-	for _, a := range p.Lifecycle {
-		c.startHeartbeats(ctx, w, a, evs)
-	}
 	if !p.Drain {
 		return p.Waiting, nil
 	}
@@ -489,6 +489,7 @@ func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []eve
 			c.report(w, corev1.EventTypeNormal, "LifecycleCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s completed with %s", a.GroupName, a.HookName, result))
 		case errors.Is(err, asg.ErrNoActiveAction):
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+			c.Metrics.LifecycleLost.WithLabelValues("terminate").Inc()
 			c.report(w, corev1.EventTypeNormal, "LifecycleAlreadyCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s was already completed or timed out", a.GroupName, a.HookName))
 		default:
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "error").Inc()
@@ -515,92 +516,6 @@ func (c *Controller) undo(ctx context.Context, w *nodeWork) error {
 	return nil
 }
 
-// withLifecycleDeadlines sets the deadline of terminate lifecycle events
-// with a token: the action's start plus the hook's global timeout.
-func (c *Controller) withLifecycleDeadlines(ctx context.Context, evs []event.Event) []event.Event {
-	if c.ASG == nil {
-		return evs
-	}
-	out := make([]event.Event, len(evs))
-	for i, e := range evs {
-		out[i] = e
-		if e.Kind != event.LifecycleTerminate || e.Lifecycle == nil || e.Lifecycle.Token == "" || !e.Deadline.IsZero() {
-			continue
-		}
-		h, err := c.ASG.Hook(ctx, e.Lifecycle.GroupName, e.Lifecycle.HookName)
-		if err != nil {
-			c.Log.Warn("reading lifecycle hook failed; draining without its deadline", "instanceID", e.InstanceID, "error", err.Error())
-			continue
-		}
-		startedAt := e.Time
-		if startedAt.IsZero() {
-			startedAt = c.Clock.Now()
-		}
-		out[i].Deadline = startedAt.Add(h.GlobalTimeout)
-	}
-	return out
-}
-
-// startHeartbeats keeps a terminate lifecycle action alive while the node is
-// worked on. It runs outside any worker slot and stops at the action's global
-// deadline, when the action is completed, or when it is gone.
-func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.LifecycleAction, evs []event.Event) {
-	if c.ASG == nil {
-		return
-	}
-	c.mu.Lock()
-	_, running := w.beats[a.Token]
-	c.mu.Unlock()
-	if running {
-		return
-	}
-	h, err := c.ASG.Hook(ctx, a.GroupName, a.HookName)
-	if err != nil {
-		c.Log.Warn("reading lifecycle hook failed; not heartbeating", "node", w.name, "error", err.Error())
-		return
-	}
-	var until time.Time
-	for _, e := range evs {
-		if e.Lifecycle != nil && e.Lifecycle.Token == a.Token {
-			until = e.Deadline
-			if w.instanceID == "" {
-				w.instanceID = e.InstanceID
-			}
-		}
-	}
-	interval := asg.HeartbeatInterval(c.o.HeartbeatInterval, h)
-	bctx, cancel := context.WithCancel(ctx)
-	c.mu.Lock()
-	w.beats[a.Token] = cancel
-	c.mu.Unlock()
-	instanceID := w.instanceID
-	c.spawn(func() {
-		err := c.ASG.KeepAlive(bctx, instanceID, a, interval, until, c.countHeartbeat)
-		if errors.Is(err, asg.ErrNoActiveAction) {
-			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "gone").Inc()
-			c.Log.Info("lifecycle action gone; heartbeats stopped", "node", w.name, "instanceID", instanceID)
-		}
-	})
-}
-
-// countHeartbeat counts a heartbeat by its outcome.
-func (c *Controller) countHeartbeat(err error) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", result).Inc()
-}
-
-func (c *Controller) stopHeartbeats(w *nodeWork, token string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cancel, ok := w.beats[token]; ok {
-		cancel()
-		delete(w.beats, token)
-	}
-}
-
 // finish records a successful reconcile: the events it settled (all but
 // those waiting for their time) are done. If no new event arrived meanwhile
 // and none waits, it retires the node's work, acknowledges its messages and
@@ -621,8 +536,8 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 	}
 	c.pruneDone(now)
 	delete(c.work, w.name)
-	for _, cancel := range w.beats {
-		cancel()
+	for _, b := range w.beats {
+		b.stop()
 	}
 	msgs := w.msgs
 	c.mu.Unlock()
@@ -732,8 +647,8 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 func (c *Controller) abandon(w *nodeWork) {
 	c.mu.Lock()
 	delete(c.work, w.name)
-	for _, cancel := range w.beats {
-		cancel()
+	for _, b := range w.beats {
+		b.stop()
 	}
 	c.mu.Unlock()
 	c.Metrics.NodesInFlight.Dec()

@@ -2,20 +2,11 @@ package controller
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/message"
-	"lifeboat.dev/lifeboat/internal/nodes"
-	"lifeboat.dev/lifeboat/internal/plan"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
 
@@ -49,10 +40,19 @@ func (c *Controller) HandleMessage(ctx context.Context, msg sqs.Message) {
 			c.mu.Lock()
 			m.pending++
 			c.mu.Unlock()
-			c.startLaunch(e, m)
+			c.startAction(e, m)
 			continue
 		}
 		node, ok := c.resolve(ctx, e.InstanceID)
+		if !ok && e.Kind == event.LifecycleTerminate && e.Lifecycle != nil && e.Lifecycle.Token != "" && c.ASG != nil {
+			// A terminate action of an instance that is not a node:
+			// completed for groups this cluster owns, left otherwise.
+			c.mu.Lock()
+			m.pending++
+			c.mu.Unlock()
+			c.startAction(e, m)
+			continue
+		}
 		if !ok {
 			c.Metrics.UnknownInstance.Inc()
 			c.Log.Info("event for an instance that is not a node of this cluster", "instanceID", e.InstanceID, "eventID", e.ID, "kind", e.Kind, "policy", c.o.UnknownInstance)
@@ -133,134 +133,5 @@ func (c *Controller) ack(ctx context.Context, r sqs.Receipt) {
 		// The message comes back after its visibility timeout; its events
 		// are recognised as done then.
 		c.Log.Warn("deleting message failed", "messageID", r.MessageID, "error", err.Error())
-	}
-}
-
-// launchWork is one launch lifecycle action being followed.
-type launchWork struct {
-	e    event.Event
-	msgs []*messageWork
-}
-
-// startLaunch follows a launch lifecycle action (F1): into the warm pool it
-// is completed at once; into the group it is completed once the instance's
-// Node is Ready, with heartbeats meanwhile, or gets the timeout result.
-func (c *Controller) startLaunch(e event.Event, m *messageWork) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l, ok := c.launches[e.ID]; ok {
-		l.msgs = append(l.msgs, m)
-		return
-	}
-	l := &launchWork{e: e, msgs: []*messageWork{m}}
-	c.launches[e.ID] = l
-	c.spawn(func() { c.runLaunch(c.ctx, l) })
-}
-
-func (c *Controller) runLaunch(ctx context.Context, l *launchWork) {
-	e := l.e
-	failed, leave := false, false
-	err := c.launch(ctx, e)
-	switch {
-	case err == nil:
-	case errors.Is(err, errNotOurs):
-		c.Metrics.UnknownInstance.Inc()
-		leave = c.o.UnknownInstance == config.UnknownLeave
-	case ctx.Err() != nil:
-		failed = true
-	default:
-		failed = true
-		c.Log.Warn("launch lifecycle action failed", "instanceID", e.InstanceID, "eventID", e.ID, "error", err.Error())
-	}
-	c.mu.Lock()
-	delete(c.launches, e.ID)
-	if !failed && !leave {
-		c.done[e.ID] = c.Clock.Now()
-	}
-	msgs := l.msgs
-	for _, m := range msgs {
-		m.leave = m.leave || leave
-	}
-	c.mu.Unlock()
-	for _, m := range msgs {
-		c.messageDone(ctx, m, failed)
-	}
-}
-
-var errNotOurs = errors.New("auto scaling group is not this cluster's")
-
-func (c *Controller) launch(ctx context.Context, e event.Event) error {
-	if c.ASG == nil || e.Lifecycle == nil {
-		return nil
-	}
-	a := *e.Lifecycle
-	owned, err := c.ASG.Owned(ctx, a.GroupName)
-	if err != nil {
-		return err
-	}
-	if !owned {
-		return errNotOurs
-	}
-	log := c.Log.With("instanceID", e.InstanceID, "eventID", e.ID, "group", a.GroupName, "origin", a.Origin, "destination", a.Destination)
-	if a.Destination == event.PlaceWarmPool {
-		// Into the warm pool: the instance does not join the cluster now.
-		return c.completeLaunch(ctx, log, e, "CONTINUE", "entering the warm pool")
-	}
-	h, err := c.ASG.Hook(ctx, a.GroupName, a.HookName)
-	if err != nil {
-		return err
-	}
-	started := e.Time
-	if started.IsZero() {
-		started = c.Clock.Now()
-	}
-	deadline := started.Add(min(c.o.LaunchReadyTimeout, h.GlobalTimeout))
-	bctx, stop := context.WithCancel(ctx)
-	defer stop()
-	c.spawn(func() {
-		_ = c.ASG.KeepAlive(bctx, e.InstanceID, a, asg.HeartbeatInterval(c.o.HeartbeatInterval, h), deadline, c.countHeartbeat)
-	})
-	tick := c.Clock.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if n, ok := c.Nodes.ByInstance(e.InstanceID); ok && nodes.Ready(n) {
-			stop()
-			if n.Annotations[drain.AnnotationCordoned] == "true" {
-				// Back from the warm pool: undo the cordon of its last exit.
-				if _, err := c.Drainer.Uncordon(ctx, n.Name, plan.TaintPrefix, []string{drain.AnnotationEvents, AnnotationDrained}); err != nil {
-					return err
-				}
-				c.report(&nodeWork{name: n.Name, instanceID: e.InstanceID, reported: map[string]bool{}}, corev1.EventTypeNormal, "Uncordoned", "uncordon", "instance returned from the warm pool")
-			}
-			return c.completeLaunch(ctx, log, e, "CONTINUE", "node "+n.Name+" is Ready")
-		}
-		if !c.Clock.Now().Before(deadline) {
-			stop()
-			return c.completeLaunch(ctx, log, e, c.o.LaunchTimeoutResult, fmt.Sprintf("no Ready node after %s", deadline.Sub(started).Round(time.Second)))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C():
-		}
-	}
-}
-
-func (c *Controller) completeLaunch(ctx context.Context, log interface {
-	Info(string, ...any)
-}, e event.Event, result, why string) error {
-	err := c.ASG.Complete(ctx, e.InstanceID, *e.Lifecycle, result)
-	switch {
-	case err == nil:
-		c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
-		log.Info("launch lifecycle action completed", "result", result, "why", why)
-		return nil
-	case errors.Is(err, asg.ErrNoActiveAction):
-		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
-		log.Info("launch lifecycle action already completed or timed out", "why", why)
-		return nil
-	default:
-		c.Metrics.LifecycleCalls.WithLabelValues("complete", "error").Inc()
-		return err
 	}
 }

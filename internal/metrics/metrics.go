@@ -18,7 +18,8 @@ type Metrics struct {
 	ToCordoned       *prometheus.HistogramVec // kind: signal sent -> node cordoned
 	ToDrained        *prometheus.HistogramVec // kind: signal sent -> node drained
 	Evictions        *prometheus.CounterVec   // result
-	LifecycleCalls   *prometheus.CounterVec   // call (heartbeat, complete), result
+	LifecycleCalls   *prometheus.CounterVec   // call (heartbeat, complete, describe-hook), result
+	LifecycleLost    *prometheus.CounterVec   // transition (launch, terminate)
 	ReceiveErrors    prometheus.Counter
 	NodesInFlight    prometheus.Gauge
 	SourceHealthy    *prometheus.GaugeVec // source
@@ -52,6 +53,8 @@ func New() *Metrics {
 			Help: "Pod evictions, by result (evicted, blocked, force-deleted, grace-capped)."}, []string{"result"}),
 		LifecycleCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_lifecycle_calls_total",
 			Help: "Auto Scaling lifecycle calls, by call and result."}, []string{"call", "result"}),
+		LifecycleLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_lifecycle_actions_lost_total",
+			Help: "Lifecycle actions no longer active when lifeboat completed them: timed out (AWS applied the hook's default result) or completed by someone else."}, []string{"transition"}),
 		ReceiveErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_queue_receive_errors_total",
 			Help: "Failed SQS receives."}),
 		NodesInFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_nodes_in_flight",
@@ -72,7 +75,7 @@ func New() *Metrics {
 // Register registers every collector with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
-		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.ReceiveErrors,
+		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
 		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests} {
 		if err := r.Register(c); err != nil {
 			return err

@@ -151,11 +151,13 @@ func TestCheckBroken(t *testing.T) {
 			},
 		},
 		{
+			// lifeboat clamps the interval to half the hook's timeout
+			// (issue 14 item 10): a warning that says what it does instead.
 			name:  "heartbeat interval longer than the hook timeout",
 			flags: []string{"--heartbeat-interval", "10m"},
 			want: map[string][2]string{
-				"asg nodes-a hook lifeboat-terminate": {"fail", "--heartbeat-interval 10m0s is not shorter than the hook's heartbeat timeout 5m0s"},
-				"asg nodes-a hook lifeboat-launch":    {"fail", "--heartbeat-interval 10m0s is not shorter"},
+				"asg nodes-a hook lifeboat-terminate": {"warn", "--heartbeat-interval 10m0s is more than half the hook's heartbeat timeout 5m0s: lifeboat heartbeats every 2m30s instead"},
+				"asg nodes-a hook lifeboat-launch":    {"warn", "lifeboat heartbeats every 2m30s instead"},
 			},
 		},
 		{

@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/plan"
+)
+
+// fakeLifecycle is an Auto Scaling stand-in that records the order of
+// calls: whether heartbeats were running when the hook was read and when
+// the action was completed.
+type fakeLifecycle struct {
+	mu        sync.Mutex
+	owned     bool
+	hookGate  chan struct{} // Hook waits for it when not nil
+	hookErr   error         // Hook fails with it when not nil
+	hook      asg.Hook
+	beating   int // KeepAlive loops running now
+	started   int // KeepAlive loops started
+	intervals []time.Duration
+	// beatRunningAtHook / AtComplete: were heartbeats running when Hook was
+	// called / when Complete was called.
+	beatRunningAtHook, beatRunningAtComplete []bool
+	completed                                []string // results
+}
+
+func (f *fakeLifecycle) Owned(context.Context, string) (bool, error) { return f.owned, nil }
+
+func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (asg.Hook, error) {
+	f.mu.Lock()
+	f.beatRunningAtHook = append(f.beatRunningAtHook, f.beating > 0)
+	gate, err := f.hookGate, f.hookErr
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return asg.Hook{}, ctx.Err()
+		}
+	}
+	if err != nil {
+		return asg.Hook{}, err
+	}
+	return f.hook, nil
+}
+
+func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleAction, result string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.beatRunningAtComplete = append(f.beatRunningAtComplete, f.beating > 0)
+	f.completed = append(f.completed, result)
+	return nil
+}
+
+func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *asg.Interval, _ time.Time, beat func(error)) error {
+	f.mu.Lock()
+	f.beating++
+	f.started++
+	f.intervals = append(f.intervals, interval.Get())
+	f.mu.Unlock()
+	beat(nil)
+	<-ctx.Done()
+	f.mu.Lock()
+	f.beating--
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeLifecycle) snapshot() fakeLifecycle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fakeLifecycle{beating: f.beating, started: f.started, intervals: append([]time.Duration(nil), f.intervals...),
+		beatRunningAtHook: append([]bool(nil), f.beatRunningAtHook...), beatRunningAtComplete: append([]bool(nil), f.beatRunningAtComplete...),
+		completed: append([]string(nil), f.completed...)}
+}
+
+func readyNode(name, instance string) *corev1.Node {
+	n := node(name, instance)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return n
+}
+
+// startLifecycle starts a queue-mode controller with lc as Auto Scaling;
+// holdDrains keeps every drain in flight until the test ends.
+func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, holdDrains bool, nodeList ...*corev1.Node) (*Controller, *metrics.Metrics, *fakeAcker, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset()
+	for _, n := range nodeList {
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	index := nodes.New(client, nodes.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	m := metrics.New()
+	a := &fakeAcker{}
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
+	if !holdDrains {
+		close(d.release)
+	}
+	c := New(Deps{Nodes: index, Drainer: d, ASG: lc, Acker: a, Recorder: rec, Metrics: m, Clock: clock.RealClock{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true}, UnknownInstance: config.UnknownLeave,
+			LaunchReadyTimeout: time.Hour, LaunchTimeoutResult: "ABANDON", LifecycleTimeoutResult: "ABANDON", RetryBackoff: 20 * time.Millisecond})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); index.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-c.Started():
+	case <-time.After(10 * time.Second):
+		t.Fatal("controller did not start")
+	}
+	return c, m, a, client
+}
+
+func lifecycleBody(transition, instance, token string) []byte {
+	detailType := "EC2 Instance-terminate Lifecycle Action"
+	if transition == event.TransitionLaunching {
+		detailType = "EC2 Instance-launch Lifecycle Action"
+	}
+	return []byte(fmt.Sprintf(`{"version":"0","id":"%s","detail-type":%q,"source":"aws.autoscaling","account":"123456789012",
+		"time":"2026-11-25T12:00:00Z","region":"us-east-1","resources":[],"detail":{"LifecycleActionToken":%q,"AutoScalingGroupName":"g",
+		"LifecycleHookName":"h","EC2InstanceId":%q,"LifecycleTransition":%q,"Origin":"EC2","Destination":"AutoScalingGroup"}}`,
+		token, detailType, token, instance, transition))
+}
+
+// Issue 14 item 12: a launch action is heartbeated from the moment its
+// group is known to be this cluster's until it is completed: a slow read
+// of the hook (it hangs here) neither delays the heartbeats nor the
+// completion, which happens before the heartbeats stop.
+func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
+	lc := &fakeLifecycle{owned: true, hookGate: make(chan struct{}), hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+	c, _, _, client := startLifecycle(t, lc, nil, false)
+	c.HandleMessage(context.Background(), msg("launch", lifecycleBody(event.TransitionLaunching, instA, "tok-launch")))
+	waitFor(t, "heartbeats while the hook read hangs", func() bool { return lc.snapshot().beating > 0 })
+	// The node joins: the action is completed while reading the hook
+	// still hangs, under heartbeats.
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), readyNode("node-a", instA), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the completion while the hook read hangs", func() bool { return len(lc.snapshot().completed) > 0 })
+	close(lc.hookGate)
+	waitFor(t, "heartbeats to stop", func() bool { return lc.snapshot().beating == 0 })
+	s := lc.snapshot()
+	if len(s.beatRunningAtComplete) != 1 || !s.beatRunningAtComplete[0] || s.completed[0] != "CONTINUE" {
+		t.Errorf("completed %v, heartbeats running at completion %v; want one CONTINUE, completed before heartbeats stopped", s.completed, s.beatRunningAtComplete)
+	}
+	if s.intervals[0] != asg.UnknownHookInterval {
+		t.Errorf("first heartbeat interval %v with the hook unknown; want %v", s.intervals[0], asg.UnknownHookInterval)
+	}
+}
+
+// Issue 14 item 3: when the hook cannot be read, a terminate action is
+// heartbeated anyway (conservative interval), the read is retried, and
+// the failure is reported as a Warning Event and a metric.
+func TestTerminateActionHeartbeatedWhenHookCannotBeRead(t *testing.T) {
+	lc := &fakeLifecycle{owned: true, hookErr: errors.New("AccessDenied: not authorized to perform autoscaling:DescribeLifecycleHooks")}
+	rec := record.NewFakeRecorder(100)
+	c, m, _, _ := startLifecycle(t, lc, rec, true, readyNode("node-a", instA))
+	c.HandleMessage(context.Background(), msg("term", lifecycleBody(event.TransitionTerminating, instA, "tok-term")))
+	waitFor(t, "heartbeats to start", func() bool { return lc.snapshot().started > 0 })
+	waitFor(t, "the hook read to be retried", func() bool { return len(lc.snapshot().beatRunningAtHook) >= 3 })
+	if s := lc.snapshot(); s.intervals[0] != asg.UnknownHookInterval {
+		t.Errorf("heartbeat interval %v with the hook unknown; want %v", s.intervals[0], asg.UnknownHookInterval)
+	}
+	if n := counterValue(t, m.LifecycleCalls.WithLabelValues("describe-hook", "error")); n < 3 {
+		t.Errorf("lifeboat_lifecycle_calls_total{call=describe-hook,result=error} = %v; want ≥ 3", n)
+	}
+	var warned bool
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.HasPrefix(e, "Warning LifecycleHookUnknown") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Error("no Warning LifecycleHookUnknown Event on the node")
+	}
+}
+
+// Issue 14 item 9: a terminate action of an instance that is not a node
+// is completed with CONTINUE when its group is this cluster's, and left
+// alone otherwise.
+func TestTerminateActionOfInstanceWithoutNode(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		owned     bool
+		completed []string
+		released  bool
+	}{
+		{"group of this cluster: completed", true, []string{"CONTINUE"}, false},
+		{"another cluster's group: left for it", false, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &fakeLifecycle{owned: tc.owned, hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+			c, _, a, _ := startLifecycle(t, lc, nil, false, readyNode("node-a", instA))
+			c.HandleMessage(context.Background(), msg("orphan", lifecycleBody(event.TransitionTerminating, instB, "tok-orphan")))
+			waitFor(t, "the message to be settled", func() bool { acked, released := a.snapshot(); return len(acked)+len(released) > 0 })
+			s := lc.snapshot()
+			if fmt.Sprint(s.completed) != fmt.Sprint(tc.completed) {
+				t.Errorf("completed %v, want %v", s.completed, tc.completed)
+			}
+			if _, released := a.snapshot(); (len(released) > 0) != tc.released {
+				t.Errorf("message released = %v, want %v", len(released) > 0, tc.released)
+			}
+		})
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := c.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
+}
