@@ -54,6 +54,19 @@ type ScenarioOptions struct {
 	// outside a warm pool: whether its node joins the cluster, and after
 	// what delay (boot time). Default: every node joins at once.
 	Join func(inst awssim.Instance) (delay time.Duration, ok bool)
+	// Machines, when set, backs the instances with real nodes (RealMachines)
+	// instead of kwok nodes: an instance that starts running boots one, an
+	// instance that stops or is terminated is powered off.
+	Machines Machines
+}
+
+// Machines boots and powers off the nodes behind instances.
+type Machines interface {
+	// Boot starts the node of inst with labels and returns once it is
+	// Ready, with the time it was first seen Ready.
+	Boot(ctx context.Context, inst awssim.Instance, labels map[string]string) (time.Time, error)
+	// PowerOff ends the node of inst at once, as a power-off would.
+	PowerOff(inst awssim.Instance)
 }
 
 // Scenario is one test's AWS side of queue mode: a queue stack created in
@@ -214,6 +227,20 @@ func (s *Scenario) instanceRunning(ctx context.Context, inst awssim.Instance) {
 			case <-time.After(delay):
 			}
 		}
+		if m := s.o.Machines; m != nil {
+			ready, err := m.Boot(ctx, inst, map[string]string{s.o.GroupLabel: inst.GroupName})
+			if err != nil {
+				if ctx.Err() == nil {
+					s.T.Errorf("booting the node of %s: %v", inst.ID, err)
+				}
+				return
+			}
+			s.mu.Lock()
+			s.ready[inst.ID] = ready
+			s.nodes[inst.ID] = inst.PrivateDNSName
+			s.mu.Unlock()
+			return
+		}
 		// The node is Ready from the moment it is created; lifeboat can see
 		// it (through its watch), and act, before CreateNode returns here,
 		// so the time is taken and recorded before the request.
@@ -238,6 +265,9 @@ func (s *Scenario) instanceRunning(ctx context.Context, inst awssim.Instance) {
 // instanceGone removes the node of a terminated instance, as the cloud
 // controller would.
 func (s *Scenario) instanceGone(ctx context.Context, inst awssim.Instance) {
+	if m := s.o.Machines; m != nil {
+		m.PowerOff(inst)
+	}
 	s.mu.Lock()
 	name, ok := s.nodes[inst.ID]
 	s.mu.Unlock()

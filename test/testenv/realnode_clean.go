@@ -49,10 +49,21 @@ func cgroupMounts() ([]string, error) {
 	return out, nil
 }
 
-// makeCgroup creates path (and its parents) in every cgroup v1 hierarchy.
+// makeCgroup creates path (and its parents) in every cgroup hierarchy.
 // New cpuset cgroups get their parent's cpus and memory nodes: they start
-// empty, and no task may join an empty cpuset.
+// empty, and no task may join an empty cpuset. It tries again when another
+// node's teardown removed the shared parent meanwhile.
 func makeCgroup(path string) error {
+	var err error
+	for range 3 {
+		if err = makeCgroupOnce(path); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+func makeCgroupOnce(path string) error {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return err
