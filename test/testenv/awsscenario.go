@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -230,7 +231,7 @@ func (s *Scenario) instanceRunning(ctx context.Context, inst awssim.Instance) {
 		if m := s.o.Machines; m != nil {
 			ready, err := m.Boot(ctx, inst, map[string]string{s.o.GroupLabel: inst.GroupName})
 			if err != nil {
-				if ctx.Err() == nil {
+				if ctx.Err() == nil && !errors.Is(err, ErrPoweredOff) {
 					s.T.Errorf("booting the node of %s: %v", inst.ID, err)
 				}
 				return

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -34,14 +35,34 @@ type RealMachines struct {
 
 var _ Machines = (*RealMachines)(nil)
 
+// ErrPoweredOff is Boot's error when the instance was stopped or
+// terminated while it booted: its node is not started, or torn down.
+var ErrPoweredOff = errors.New("instance powered off while booting")
+
 // Boot starts the instance's node and waits until it is Ready.
 func (m *RealMachines) Boot(ctx context.Context, inst awssim.Instance, labels map[string]string) (time.Time, error) {
+	start := time.Now()
+	m.mu.Lock()
+	if m.nodes == nil {
+		m.nodes, m.offs = map[string]*RealNode{}, map[string]time.Time{}
+	}
+	m.mu.Unlock()
+	offSinceStart := func() bool {
+		off, ok := m.offs[inst.ID]
+		return ok && !off.Before(start)
+	}
 	if m.BootDelay > 0 {
 		select {
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
 		case <-time.After(m.BootDelay):
 		}
+	}
+	m.mu.Lock()
+	off := offSinceStart()
+	m.mu.Unlock()
+	if off {
+		return time.Time{}, ErrPoweredOff
 	}
 	n, err := NewRealNode(ctx, m.Env, RealNodeOptions{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
 		Labels: labels, Images: m.Images})
@@ -54,8 +75,9 @@ func (m *RealMachines) Boot(ctx context.Context, inst awssim.Instance, labels ma
 		n.Close()
 		return time.Time{}, fmt.Errorf("machines closed while %s booted", inst.ID)
 	}
-	if m.nodes == nil {
-		m.nodes, m.offs = map[string]*RealNode{}, map[string]time.Time{}
+	if offSinceStart() {
+		n.Close()
+		return time.Time{}, ErrPoweredOff
 	}
 	m.nodes[inst.ID] = n
 	m.all = append(m.all, n)
@@ -65,16 +87,15 @@ func (m *RealMachines) Boot(ctx context.Context, inst awssim.Instance, labels ma
 // PowerOff powers the instance's node off (nothing when it has none).
 func (m *RealMachines) PowerOff(inst awssim.Instance) {
 	m.mu.Lock()
-	n := m.nodes[inst.ID]
-	delete(m.nodes, inst.ID)
-	m.mu.Unlock()
-	if n == nil {
-		return
+	defer m.mu.Unlock()
+	if m.nodes == nil {
+		m.nodes, m.offs = map[string]*RealNode{}, map[string]time.Time{}
 	}
-	n.PowerOff()
-	m.mu.Lock()
+	if n := m.nodes[inst.ID]; n != nil {
+		n.PowerOff()
+	}
+	delete(m.nodes, inst.ID)
 	m.offs[inst.ID] = time.Now()
-	m.mu.Unlock()
 }
 
 // Node returns the running node of an instance, or nil.
@@ -84,7 +105,8 @@ func (m *RealMachines) Node(instanceID string) *RealNode {
 	return m.nodes[instanceID]
 }
 
-// PoweredOff returns when the instance's node was last powered off.
+// PoweredOff returns when the instance was last stopped or terminated
+// (its node powered off, or its boot cut short).
 func (m *RealMachines) PoweredOff(instanceID string) (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
