@@ -153,9 +153,10 @@ type nodeWork struct {
 
 // messageWork tracks one queue message across the nodes it names.
 type messageWork struct {
-	receipt sqs.Receipt
-	pending int
-	failed  bool
+	receipt      sqs.Receipt
+	receiveCount int
+	pending      int
+	failed       bool
 	// leave: the message also names instances of other clusters; release
 	// it for its owner instead of deleting it.
 	leave bool
@@ -204,13 +205,17 @@ func (c *Controller) resume() {
 }
 
 // SubmitNode hands events about one node (IMDS mode) to the controller.
-// Events already finished are ignored, like a redelivered message.
+// Events already finished are ignored, like a redelivered message: those
+// this process finished, and those recorded done on the node by an earlier
+// one (the metadata still lists a rebalance recommendation after a restart;
+// acting again would undo an operator's uncordon).
 func (c *Controller) SubmitNode(node string, evs []event.Event) {
 	<-c.started
+	doneOnNode := c.doneOnNode(node)
 	fresh := make([]event.Event, 0, len(evs))
 	for _, e := range evs {
 		c.Metrics.EventsReceived.WithLabelValues(string(e.Source), string(e.Kind)).Inc()
-		if !c.isDone(e.ID) {
+		if !c.isDone(e.ID) && !slices.Contains(doneOnNode, e.ID) {
 			fresh = append(fresh, e)
 		}
 	}

@@ -65,6 +65,7 @@ type fakeAcker struct {
 	mu       sync.Mutex
 	acked    []string
 	released []string
+	delays   []time.Duration
 }
 
 func (f *fakeAcker) Ack(_ context.Context, r sqs.Receipt) error {
@@ -74,10 +75,11 @@ func (f *fakeAcker) Ack(_ context.Context, r sqs.Receipt) error {
 	return nil
 }
 
-func (f *fakeAcker) Release(_ context.Context, r sqs.Receipt, _ time.Duration) error {
+func (f *fakeAcker) Release(_ context.Context, r sqs.Receipt, delay time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, r.MessageID)
+	f.delays = append(f.delays, delay)
 	return nil
 }
 
@@ -202,6 +204,28 @@ func TestUnknownInstancePolicy(t *testing.T) {
 				t.Error("a node was cordoned for a foreign instance")
 			}
 		})
+	}
+}
+
+// Issue 14 item 7: a message for another cluster's instance is handed back
+// within seconds, not hidden for the whole visibility timeout (by default
+// the whole Spot notice); each further receive doubles the delay.
+func TestForeignMessageHandedBackSoon(t *testing.T) {
+	c, _, a := start(t, config.UnknownLeave)
+	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		m := msg("foreign", spot("i-0cccccccccccccccc"))
+		m.ReceiveCount = i + 1
+		c.HandleMessage(context.Background(), m)
+		waitFor(t, "the message handed back", func() bool { _, released := a.snapshot(); return len(released) == i+1 })
+		a.mu.Lock()
+		got := a.delays[i]
+		a.mu.Unlock()
+		if got != want {
+			t.Errorf("receive %d: handed back after %v, want %v", i+1, got, want)
+		}
+	}
+	if d := handBackDelay(100); d != handBackMax {
+		t.Errorf("handBackDelay(100) = %v, want the cap %v", d, handBackMax)
 	}
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"time"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/event"
@@ -28,7 +29,7 @@ func (c *Controller) HandleMessage(ctx context.Context, msg sqs.Message) {
 		c.ack(ctx, msg.Receipt)
 		return
 	}
-	m := &messageWork{receipt: msg.Receipt, pending: 1} // 1 until every event is handed off
+	m := &messageWork{receipt: msg.Receipt, receiveCount: msg.ReceiveCount, pending: 1} // 1 until every event is handed off
 	byNode := map[string][]event.Event{}
 	instanceOf := map[string]string{}
 	for _, e := range res.Events {
@@ -115,8 +116,12 @@ func (c *Controller) messageDone(ctx context.Context, m *messageWork, failed boo
 		return
 	}
 	if m.leave || m.failed {
+		delay := time.Duration(-1) // failed: back when its visibility ends
+		if m.leave && !m.failed {
+			delay = handBackDelay(m.receiveCount)
+		}
 		if c.Acker != nil {
-			if err := c.Acker.Release(ctx, m.receipt, -1); err != nil {
+			if err := c.Acker.Release(ctx, m.receipt, delay); err != nil {
 				c.Log.Warn("releasing message failed", "messageID", m.receipt.MessageID, "error", err.Error())
 			}
 		}
@@ -134,4 +139,21 @@ func (c *Controller) ack(ctx context.Context, r sqs.Receipt) {
 		// are recognised as done then.
 		c.Log.Warn("deleting message failed", "messageID", r.MessageID, "error", err.Error())
 	}
+}
+
+// Handing a message back for another cluster (--unknown-instance=leave):
+// after handBackFirst, doubling with each receive up to handBackMax. The
+// other cluster's lifeboat gets a Spot notice within seconds, and a message
+// no cluster claims does not loop hot until its retention ends.
+const (
+	handBackFirst = 2 * time.Second
+	handBackMax   = 2 * time.Minute
+)
+
+func handBackDelay(receiveCount int) time.Duration {
+	d := handBackFirst
+	for i := 1; i < receiveCount && d < handBackMax; i++ {
+		d *= 2
+	}
+	return min(d, handBackMax)
 }

@@ -165,3 +165,32 @@ func TestCordonAnnotations(t *testing.T) {
 		t.Errorf("hook got due events (-want +got):\n%s", d)
 	}
 }
+
+// Issue 14 item 11: a restarted DaemonSet pod reads the same rebalance
+// recommendation from the metadata; the node records it as done (and an
+// operator has uncordoned it since): nothing is done again.
+func TestSubmitNodeIgnoresEventsDoneOnTheNode(t *testing.T) {
+	rebalance := event.Event{ID: event.ID(event.RebalanceRecommendation, "i-0123456789abcdef0", "2026-11-25T10:00:00Z"), Kind: event.RebalanceRecommendation,
+		Source: event.SourceIMDS, InstanceID: "i-0123456789abcdef0"}
+	self := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self", Annotations: map[string]string{
+		AnnotationDoneEvents: `["` + rebalance.ID + `"]`, AnnotationDrained: "2026-11-25T10:00:01Z"}}}
+	client := fake.NewClientset(self)
+	index := nodes.New(client, nodes.Options{OnlyNode: "self"})
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &nodeRecorder{}
+	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clock.RealClock{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Options{Policy: imdsPolicy})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); index.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	<-c.Started()
+	c.SubmitNode("self", []event.Event{rebalance})
+	time.Sleep(100 * time.Millisecond)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.annotations) != 0 {
+		t.Errorf("cordoned %d times for an event the node records as done; want 0", len(d.annotations))
+	}
+}

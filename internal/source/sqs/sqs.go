@@ -133,7 +133,37 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 		close(work)
 		return nil
 	})
-	return g.Wait()
+	err := g.Wait()
+	// Whatever is still in flight goes back to the queue at once: the next
+	// leader (or this process, restarted) must not wait out the visibility
+	// timeout, which may be the whole Spot notice. Work already written to
+	// nodes is resumed from there, and its message recognised.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	s.handBack(hctx)
+	return err
+}
+
+// handBackTimeout bounds handing messages back on the way out.
+const handBackTimeout = 5 * time.Second
+
+// handBack makes every message still in flight visible again at once.
+func (s *Source) handBack(ctx context.Context) {
+	s.mu.Lock()
+	var entries []types.ChangeMessageVisibilityBatchRequestEntry
+	var ids []string
+	for id, f := range s.inFlight {
+		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: aws.String(f.handle), VisibilityTimeout: 0,
+		})
+		ids = append(ids, id)
+	}
+	s.inFlight = map[string]inFlight{}
+	s.mu.Unlock()
+	if len(entries) > 0 {
+		s.log.Info("handing messages in flight back to the queue", "messages", len(entries))
+	}
+	s.changeVisibility(ctx, entries, ids, "handing a message back failed")
 }
 
 // receiveLoop long-polls the queue and hands messages to the workers until
@@ -290,20 +320,27 @@ func (s *Source) extend(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	s.mu.Unlock()
+	s.changeVisibility(ctx, entries, ids, "extending message visibility failed")
+}
+
+// changeVisibility sends entries (ids[i] is the message of entries[i]) in
+// batches of ten. A failed entry is logged with failure unless its message
+// was deleted meanwhile (the source no longer holds it).
+func (s *Source) changeVisibility(ctx context.Context, entries []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) {
 	for i := 0; i < len(entries); i += maxMessages {
 		batch := entries[i:min(i+maxMessages, len(entries))]
 		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.o.QueueURL), Entries: batch})
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				s.log.Warn("extending message visibility failed", "messages", len(batch), "error", err.Error())
+				s.log.Warn(failure, "messages", len(batch), "error", err.Error())
 			}
 			continue
 		}
 		for _, f := range out.Failed {
 			if !s.stillInFlight(ids, aws.ToString(f.Id)) {
-				continue // deleted while the batch was on its way: nothing to extend
+				continue // deleted while the batch was on its way
 			}
-			s.log.Warn("extending message visibility failed", "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+			s.log.Warn(failure, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 		}
 	}
 }

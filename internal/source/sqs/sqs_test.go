@@ -77,7 +77,16 @@ func TestHoldReleaseAck(t *testing.T) {
 	if seen["acked"] != 1 {
 		t.Errorf("acked message received %d times, want 1", seen["acked"])
 	}
-	if src.InFlight() != 1 {
-		t.Errorf("in flight = %d, want 1 (the held message)", src.InFlight())
+	// Issue 14 item 7: stopping hands the held message back at once; it
+	// is not hidden for the rest of its visibility timeout.
+	if src.InFlight() != 0 {
+		t.Errorf("in flight = %d after Run returned, want 0 (handed back)", src.InFlight())
+	}
+	got, err := client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 0, MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 1 || aws.ToString(got.Messages[0].Body) != "held" {
+		t.Errorf("received %d messages right after the source stopped, want the held one back at once", len(got.Messages))
 	}
 }
