@@ -14,6 +14,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
@@ -53,7 +54,6 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
 	})
 	deps := a.deps(index, a.drainer(index))
-	deps.Acker = source
 	if cfg.CompleteLifecycle {
 		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) {
 			setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"])
@@ -62,20 +62,24 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		deps.ASG = asg.New(asClient, a.clock, a.log, asg.Options{DryRun: cfg.DryRun, ClusterName: cfg.ClusterName, Managed: cfg.ManagedASGs})
 	}
 	opts := controller.Options{
-		Policy: a.policy(), UnknownInstance: cfg.UnknownInstance, HeartbeatInterval: cfg.HeartbeatInterval,
+		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
 	}
+	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	if cfg.PrivateDNSLookup {
 		ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
-		opts.Resolve = privateDNSResolver(ec2Client)
+		intakeOpts.Resolve = privateDNSResolver(ec2Client)
 	}
 	ctrl := controller.New(deps, opts)
-	// lead runs the controller and, once it has resumed the nodes it was
-	// working on, the queue; both stop when leadership or the process ends.
+	in := intake.New(index, ctrl, source, a.metrics, a.log, intakeOpts)
+	// lead runs the controller, the acknowledgements and, once the
+	// controller has resumed the nodes it was working on, the queue; all
+	// stop when leadership or the process ends.
 	lead := func(ctx context.Context) error {
 		lg, ctx := errgroup.WithContext(ctx)
 		lg.Go(func() error { return ctrl.Run(ctx) })
+		lg.Go(func() error { return in.Run(ctx) })
 		lg.Go(func() error {
 			select {
 			case <-ctx.Done():
@@ -83,7 +87,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 			case <-ctrl.Started():
 			}
 			a.log.Info("consuming queue", "queueURL", cfg.QueueURL)
-			return source.Run(ctx, ctrl.HandleMessage)
+			return source.Run(ctx, in.Handle)
 		})
 		return lg.Wait()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -13,13 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/message"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
-	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
 
 // fakeDrainer records calls; a drain blocks until release is closed.
@@ -61,34 +61,6 @@ func (f *fakeDrainer) count(m map[string]int, node string) int {
 	return m[node]
 }
 
-type fakeAcker struct {
-	mu       sync.Mutex
-	acked    []string
-	released []string
-	delays   []time.Duration
-}
-
-func (f *fakeAcker) Ack(_ context.Context, r sqs.Receipt) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.acked = append(f.acked, r.MessageID)
-	return nil
-}
-
-func (f *fakeAcker) Release(_ context.Context, r sqs.Receipt, delay time.Duration) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.released = append(f.released, r.MessageID)
-	f.delays = append(f.delays, delay)
-	return nil
-}
-
-func (f *fakeAcker) snapshot() ([]string, []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.acked...), append([]string(nil), f.released...)
-}
-
 const (
 	instA = "i-0aaaaaaaaaaaaaaaa"
 	instB = "i-0bbbbbbbbbbbbbbbb"
@@ -98,16 +70,16 @@ func node(name, instance string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}}
 }
 
-func start(t *testing.T, unknown string) (*Controller, *fakeDrainer, *fakeAcker) {
+// start runs a controller for nodes node-a (instA) and node-b (instB).
+func start(t *testing.T) (*Controller, *fakeDrainer) {
 	t.Helper()
 	client := fake.NewClientset(node("node-a", instA), node("node-b", instB))
 	index := nodes.New(client, nodes.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
-	a := &fakeAcker{}
-	c := New(Deps{Nodes: index, Drainer: d, Acker: a, Metrics: metrics.New(), Clock: clock.RealClock{},
+	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clock.RealClock{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.ScheduledChange}}, UnknownInstance: unknown})
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.ScheduledChange}}})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); index.Run(ctx) }()
@@ -118,7 +90,7 @@ func start(t *testing.T, unknown string) (*Controller, *fakeDrainer, *fakeAcker)
 	case <-time.After(10 * time.Second):
 		t.Fatal("controller did not start")
 	}
-	return c, d, a
+	return c, d
 }
 
 func spot(instance string) []byte {
@@ -127,22 +99,57 @@ func spot(instance string) []byte {
 		"detail":{"instance-id":"` + instance + `","instance-action":"terminate"}}`)
 }
 
-func health(instances ...string) []byte {
-	ents := ""
-	for i, id := range instances {
-		if i > 0 {
-			ents += ","
-		}
-		ents += `{"entityValue":"` + id + `"}`
+// events parses a message body as the queue intake does.
+func events(t *testing.T, body []byte) []event.Event {
+	t.Helper()
+	res, err := message.Parse(body)
+	if err != nil || len(res.Events) == 0 {
+		t.Fatalf("Parse: %v, %+v", err, res)
 	}
-	return []byte(`{"version":"0","id":"h1","detail-type":"AWS Health Event","source":"aws.health","account":"123456789012",
-		"time":"2026-11-21T12:00:00Z","region":"us-east-1","resources":[],
-		"detail":{"eventArn":"arn:aws:health:us-east-1::event/EC2/X/1","service":"EC2","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
-		"eventTypeCategory":"scheduledChange","startTime":"Sat, 21 Nov 2026 12:00:00 GMT","affectedEntities":[` + ents + `]}}`)
+	return res.Events
 }
 
-func msg(id string, body []byte) sqs.Message {
-	return sqs.Message{Receipt: sqs.Receipt{MessageID: id, ReceiptHandle: "rh-" + id}, Body: body}
+// settled waits for the next settlement.
+func settled(t *testing.T, c *Controller) Settlement {
+	t.Helper()
+	select {
+	case s := <-c.Settled():
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for a settlement")
+		return Settlement{}
+	}
+}
+
+// Copies of the same events submitted while the node's work runs (and
+// after it is done) make one drain; every copy's ticket is settled Done.
+func TestDuplicatesMakeOneDrainAndEveryTicketIsSettled(t *testing.T) {
+	c, d := start(t)
+	evs := events(t, spot(instA))
+	c.Submit("node-a", instA, time.Time{}, evs, 1)
+	waitFor(t, "the drain to start", func() bool { return d.count(d.drains, "node-a") == 1 })
+	c.Submit("node-a", instA, time.Time{}, evs, 2)
+	c.Submit("node-a", instA, time.Time{}, evs, 3)
+	select {
+	case s := <-c.Settled():
+		t.Fatalf("settled %+v before the drain finished", s)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(d.release)
+	got := map[Ticket]Outcome{}
+	for range 3 {
+		s := settled(t, c)
+		got[s.Ticket] = s.Outcome
+	}
+	c.Submit("node-a", instA, time.Time{}, evs, 4) // redelivered after the work is done
+	s := settled(t, c)
+	got[s.Ticket] = s.Outcome
+	if want := map[Ticket]Outcome{1: Done, 2: Done, 3: Done, 4: Done}; !maps.Equal(got, want) {
+		t.Errorf("settlements %v, want %v", got, want)
+	}
+	if n := d.count(d.drains, "node-a"); n != 1 {
+		t.Errorf("drains = %d, want 1", n)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -154,84 +161,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func TestDuplicatesMakeOneDrainAndEveryCopyIsAcked(t *testing.T) {
-	c, d, a := start(t, config.UnknownLeave)
-	ctx := context.Background()
-	c.HandleMessage(ctx, msg("m1", spot(instA)))
-	waitFor(t, "the drain to start", func() bool { return d.count(d.drains, "node-a") == 1 })
-	c.HandleMessage(ctx, msg("m2", spot(instA))) // duplicate while draining
-	c.HandleMessage(ctx, msg("m3", spot(instA)))
-	if acked, _ := a.snapshot(); len(acked) != 0 {
-		t.Fatalf("messages acked before the drain finished: %v", acked)
-	}
-	close(d.release)
-	waitFor(t, "all three copies acked", func() bool { acked, _ := a.snapshot(); return len(acked) == 3 })
-	c.HandleMessage(ctx, msg("m4", spot(instA))) // redelivery after the work is done
-	waitFor(t, "the late copy acked", func() bool { acked, _ := a.snapshot(); return len(acked) == 4 })
-	if got := d.count(d.drains, "node-a"); got != 1 {
-		t.Errorf("drains = %d, want 1", got)
-	}
-}
-
-func TestMessageNamingTwoNodesAckedWhenBothDone(t *testing.T) {
-	c, d, a := start(t, config.UnknownLeave)
-	c.HandleMessage(context.Background(), msg("h", health(instA, instB)))
-	waitFor(t, "both drains to start", func() bool { return d.count(d.drains, "node-a") == 1 && d.count(d.drains, "node-b") == 1 })
-	if acked, _ := a.snapshot(); len(acked) != 0 {
-		t.Fatalf("acked while drains run: %v", acked)
-	}
-	close(d.release)
-	waitFor(t, "the message acked once", func() bool { acked, _ := a.snapshot(); return len(acked) == 1 })
-}
-
-func TestUnknownInstancePolicy(t *testing.T) {
-	for _, tt := range []struct {
-		policy       string
-		wantAcked    int
-		wantReleased int
-	}{{config.UnknownLeave, 0, 1}, {config.UnknownDelete, 1, 0}} {
-		t.Run(tt.policy, func(t *testing.T) {
-			c, d, a := start(t, tt.policy)
-			c.HandleMessage(context.Background(), msg("x", spot("i-0cccccccccccccccc")))
-			waitFor(t, "the message settled", func() bool { acked, released := a.snapshot(); return len(acked)+len(released) == 1 })
-			acked, released := a.snapshot()
-			if len(acked) != tt.wantAcked || len(released) != tt.wantReleased {
-				t.Errorf("acked %v released %v", acked, released)
-			}
-			if d.count(d.cordons, "node-a")+d.count(d.cordons, "node-b") != 0 {
-				t.Error("a node was cordoned for a foreign instance")
-			}
-		})
-	}
-}
-
-// Issue 14 item 7: a message for another cluster's instance is handed back
-// within seconds, not hidden for the whole visibility timeout (by default
-// the whole Spot notice); each further receive doubles the delay.
-func TestForeignMessageHandedBackSoon(t *testing.T) {
-	c, _, a := start(t, config.UnknownLeave)
-	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
-		m := msg("foreign", spot("i-0cccccccccccccccc"))
-		m.ReceiveCount = i + 1
-		c.HandleMessage(context.Background(), m)
-		waitFor(t, "the message handed back", func() bool { _, released := a.snapshot(); return len(released) == i+1 })
-		a.mu.Lock()
-		got := a.delays[i]
-		a.mu.Unlock()
-		if got != want {
-			t.Errorf("receive %d: handed back after %v, want %v", i+1, got, want)
-		}
-	}
-	if d := handBackDelay(100); d != handBackMax {
-		t.Errorf("handBackDelay(100) = %v, want the cap %v", d, handBackMax)
-	}
-}
-
-func TestMalformedAndIrrelevantMessagesAreDeleted(t *testing.T) {
-	c, _, a := start(t, config.UnknownLeave)
-	c.HandleMessage(context.Background(), msg("bad", []byte("{not json")))
-	c.HandleMessage(context.Background(), msg("test", []byte(`{"Event":"autoscaling:TEST_NOTIFICATION","Service":"AWS Auto Scaling","AccountId":"1","RequestId":"r","AutoScalingGroupName":"g","Time":"2019-09-27T02:39:14.183Z"}`)))
-	waitFor(t, "both deleted", func() bool { acked, _ := a.snapshot(); return len(acked) == 2 })
 }

@@ -12,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -55,9 +54,9 @@ func TestFailingWorkNotifiesOnce(t *testing.T) {
 	index := nodes.New(fake.NewClientset(node("node-a", instA)), nodes.Options{})
 	n := &recordingNotifier{}
 	d := &brokenDrainer{fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}}
-	c := New(Deps{Nodes: index, Drainer: d, Acker: &fakeAcker{}, Notifier: n, Metrics: metrics.New(), Clock: clk,
+	c := New(Deps{Nodes: index, Drainer: d, Notifier: n, Metrics: metrics.New(), Clock: clk,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, UnknownInstance: config.UnknownLeave, RetryBackoff: time.Second})
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RetryBackoff: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -65,7 +64,7 @@ func TestFailingWorkNotifiesOnce(t *testing.T) {
 	go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 	<-c.Started()
-	c.HandleMessage(ctx, msg("m1", spot(instA)))
+	c.Submit("node-a", instA, time.Time{}, events(t, spot(instA)), 1)
 	// Backoffs 1, 2, 4, 8, 16, 32 s: the sixth failure is past 30 s.
 	for i := 0; i < 8; i++ {
 		waitFor(t, "the node goroutine to wait", clk.HasWaiters)

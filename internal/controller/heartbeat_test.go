@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/asg"
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -103,7 +102,7 @@ func readyNode(name, instance string) *corev1.Node {
 
 // startLifecycle starts a queue-mode controller with lc as Auto Scaling;
 // holdDrains keeps every drain in flight until the test ends.
-func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, holdDrains bool, nodeList ...*corev1.Node) (*Controller, *metrics.Metrics, *fakeAcker, *fake.Clientset) {
+func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, holdDrains bool, nodeList ...*corev1.Node) (*Controller, *metrics.Metrics, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset()
 	for _, n := range nodeList {
@@ -114,14 +113,13 @@ func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, h
 	index := nodes.New(client, nodes.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	m := metrics.New()
-	a := &fakeAcker{}
 	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
 	if !holdDrains {
 		close(d.release)
 	}
-	c := New(Deps{Nodes: index, Drainer: d, ASG: lc, Acker: a, Recorder: rec, Metrics: m, Clock: clock.RealClock{},
+	c := New(Deps{Nodes: index, Drainer: d, ASG: lc, Recorder: rec, Metrics: m, Clock: clock.RealClock{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true}, UnknownInstance: config.UnknownLeave,
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true},
 			LaunchReadyTimeout: time.Hour, LaunchTimeoutResult: "ABANDON", LifecycleTimeoutResult: "ABANDON", RetryBackoff: 20 * time.Millisecond})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -133,7 +131,7 @@ func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, h
 	case <-time.After(10 * time.Second):
 		t.Fatal("controller did not start")
 	}
-	return c, m, a, client
+	return c, m, client
 }
 
 func lifecycleBody(transition, instance, token string) []byte {
@@ -153,8 +151,8 @@ func lifecycleBody(transition, instance, token string) []byte {
 // completion, which happens before the heartbeats stop.
 func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
 	lc := &fakeLifecycle{owned: true, hookGate: make(chan struct{}), hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
-	c, _, _, client := startLifecycle(t, lc, nil, false)
-	c.HandleMessage(context.Background(), msg("launch", lifecycleBody(event.TransitionLaunching, instA, "tok-launch")))
+	c, _, client := startLifecycle(t, lc, nil, false)
+	c.SubmitAction(events(t, lifecycleBody(event.TransitionLaunching, instA, "tok-launch"))[0], 1)
 	waitFor(t, "heartbeats while the hook read hangs", func() bool { return lc.snapshot().beating > 0 })
 	// The node joins: the action is completed while reading the hook
 	// still hangs, under heartbeats.
@@ -179,8 +177,8 @@ func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
 func TestTerminateActionHeartbeatedWhenHookCannotBeRead(t *testing.T) {
 	lc := &fakeLifecycle{owned: true, hookErr: errors.New("AccessDenied: not authorized to perform autoscaling:DescribeLifecycleHooks")}
 	rec := record.NewFakeRecorder(100)
-	c, m, _, _ := startLifecycle(t, lc, rec, true, readyNode("node-a", instA))
-	c.HandleMessage(context.Background(), msg("term", lifecycleBody(event.TransitionTerminating, instA, "tok-term")))
+	c, m, _ := startLifecycle(t, lc, rec, true, readyNode("node-a", instA))
+	c.Submit("node-a", instA, time.Time{}, events(t, lifecycleBody(event.TransitionTerminating, instA, "tok-term")), 1)
 	waitFor(t, "heartbeats to start", func() bool { return lc.snapshot().started > 0 })
 	waitFor(t, "the hook read to be retried", func() bool { return len(lc.snapshot().beatRunningAtHook) >= 3 })
 	if s := lc.snapshot(); s.intervals[0] != asg.UnknownHookInterval {
@@ -201,29 +199,28 @@ func TestTerminateActionHeartbeatedWhenHookCannotBeRead(t *testing.T) {
 }
 
 // Issue 14 item 9: a terminate action of an instance that is not a node
-// is completed with CONTINUE when its group is this cluster's, and left
-// alone otherwise.
+// (the queue intake hands it over as an action) is completed with CONTINUE
+// when its group is this cluster's, and handed back as foreign otherwise.
 func TestTerminateActionOfInstanceWithoutNode(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		owned     bool
 		completed []string
-		released  bool
+		outcome   Outcome
 	}{
-		{"group of this cluster: completed", true, []string{"CONTINUE"}, false},
-		{"another cluster's group: left for it", false, nil, true},
+		{"group of this cluster: completed", true, []string{"CONTINUE"}, Done},
+		{"another cluster's group: left for it", false, nil, Foreign},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lc := &fakeLifecycle{owned: tc.owned, hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
-			c, _, a, _ := startLifecycle(t, lc, nil, false, readyNode("node-a", instA))
-			c.HandleMessage(context.Background(), msg("orphan", lifecycleBody(event.TransitionTerminating, instB, "tok-orphan")))
-			waitFor(t, "the message to be settled", func() bool { acked, released := a.snapshot(); return len(acked)+len(released) > 0 })
-			s := lc.snapshot()
-			if fmt.Sprint(s.completed) != fmt.Sprint(tc.completed) {
-				t.Errorf("completed %v, want %v", s.completed, tc.completed)
+			c, _, _ := startLifecycle(t, lc, nil, false, readyNode("node-a", instA))
+			c.SubmitAction(events(t, lifecycleBody(event.TransitionTerminating, instB, "tok-orphan"))[0], 7)
+			s := settled(t, c)
+			if got := lc.snapshot(); fmt.Sprint(got.completed) != fmt.Sprint(tc.completed) {
+				t.Errorf("completed %v, want %v", got.completed, tc.completed)
 			}
-			if _, released := a.snapshot(); (len(released) > 0) != tc.released {
-				t.Errorf("message released = %v, want %v", len(released) > 0, tc.released)
+			if s != (Settlement{Ticket: 7, Outcome: tc.outcome}) {
+				t.Errorf("settled %+v, want ticket 7 %v", s, tc.outcome)
 			}
 		})
 	}

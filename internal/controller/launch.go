@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/asg"
-	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -25,52 +24,52 @@ const ownedTimeout = 15 * time.Second
 // actionWork is one lifecycle action followed without a node's work: a
 // launch, or a termination of an instance that is not a node.
 type actionWork struct {
-	e    event.Event
-	msgs []*messageWork
+	e       event.Event
+	tickets []Ticket
 }
 
 // startAction follows a lifecycle action that is not a node's work (F1
 // launches, terminations of instances that never became nodes); copies of
 // the same action join the one in flight.
-func (c *Controller) startAction(e event.Event, m *messageWork) {
+func (c *Controller) startAction(e event.Event, t Ticket) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l, ok := c.launches[e.ID]; ok {
-		l.msgs = append(l.msgs, m)
+		l.tickets = append(l.tickets, t)
 		return
 	}
-	l := &actionWork{e: e, msgs: []*messageWork{m}}
+	l := &actionWork{e: e, tickets: []Ticket{t}}
 	c.launches[e.ID] = l
 	c.spawn(func() { c.runAction(c.ctx, l) })
 }
 
 func (c *Controller) runAction(ctx context.Context, l *actionWork) {
 	e := l.e
-	failed, leave := false, false
+	outcome := Done
 	err := c.settleAction(ctx, e)
 	switch {
 	case err == nil:
 	case errors.Is(err, errNotOurs):
 		c.Metrics.UnknownInstance.Inc()
-		leave = c.o.UnknownInstance == config.UnknownLeave
+		outcome = Foreign
 	case ctx.Err() != nil:
-		failed = true
+		outcome = Failed
 	default:
-		failed = true
+		outcome = Failed
 		c.Log.Warn("lifecycle action failed", "instanceID", e.InstanceID, "eventID", e.ID, "kind", e.Kind, "error", err.Error())
 	}
 	c.mu.Lock()
 	delete(c.launches, e.ID)
-	if !failed && !leave {
+	if outcome == Done {
 		c.done[e.ID] = c.Clock.Now()
 	}
-	msgs := l.msgs
-	for _, m := range msgs {
-		m.leave = m.leave || leave
-	}
+	tickets := l.tickets
 	c.mu.Unlock()
-	for _, m := range msgs {
-		c.messageDone(ctx, m, failed)
+	if ctx.Err() != nil {
+		return // shutdown: the source hands its messages back
+	}
+	for _, t := range tickets {
+		c.settle(t, outcome)
 	}
 }
 

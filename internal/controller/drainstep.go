@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/plan"
+)
+
+// drain runs the drain, restarting it when new events arrive, then
+// completes the plan's lifecycle actions.
+func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error {
+	start := c.Clock.Now()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res drain.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	// progress reports Draining with the number of pods once it is known,
+	// and counts evictions a PodDisruptionBudget refused (it is called
+	// from the drain's goroutines; its counts are cumulative).
+	var pmu sync.Mutex
+	blocked := 0
+	draining := func(total int) {
+		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtDeadline(p.Deadline)))
+	}
+	progress := func(pr drain.Progress) {
+		pmu.Lock()
+		d := pr.Blocked - blocked
+		blocked = max(blocked, pr.Blocked)
+		pmu.Unlock()
+		if d > 0 {
+			c.Metrics.Evictions.WithLabelValues("blocked").Add(float64(d))
+		}
+		draining(pr.Total)
+	}
+	go func() {
+		res, err := c.Drainer.Drain(dctx, w.name, p.Deadline, progress)
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-w.wake:
+		cancel()
+		<-done
+		// Put the wake back for runNode's snapshot and plan again.
+		return errRestart
+	}
+	draining(o.res.Evicted + o.res.ForceDeleted + o.res.Remaining) // no progress: nothing was to evict
+	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
+	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
+	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
+	result := c.o.LifecycleTimeoutResult
+	switch {
+	case o.err == nil:
+		result = "CONTINUE"
+		c.Metrics.Actions.WithLabelValues("drain", "ok").Inc()
+		c.Metrics.ActionDuration.WithLabelValues("drain").Observe(c.Clock.Since(start).Seconds())
+		c.Metrics.ToDrained.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
+		msg := fmt.Sprintf("drained: %d pods evicted", o.res.Evicted)
+		if o.res.GraceCapped > 0 {
+			msg += fmt.Sprintf(", %d with grace cut to AWS's deadline", o.res.GraceCapped)
+		}
+		if o.res.ForceDeleted > 0 {
+			msg += fmt.Sprintf(", %d deleted at the deadline (AWS would have killed them)", o.res.ForceDeleted)
+		}
+		c.report(w, corev1.EventTypeNormal, "Drained", "drain", msg)
+	case errors.Is(o.err, drain.ErrDeadline):
+		c.Metrics.Actions.WithLabelValues("drain", "deadline").Inc()
+		c.report(w, corev1.EventTypeWarning, "DeadlinePassed", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
+	default:
+		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
+		return o.err
+	}
+	return c.completeAll(ctx, w, p.Lifecycle, result)
+}
+
+// completeAll completes the lifecycle actions and stops their heartbeats.
+func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []event.LifecycleAction, result string) error {
+	if c.ASG == nil {
+		return nil
+	}
+	for _, a := range actions {
+		err := c.ASG.Complete(ctx, w.instanceIDFor(), a, result)
+		switch {
+		case err == nil:
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
+			c.report(w, corev1.EventTypeNormal, "LifecycleCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s completed with %s", a.GroupName, a.HookName, result))
+		case errors.Is(err, asg.ErrNoActiveAction):
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+			c.Metrics.LifecycleLost.WithLabelValues("terminate").Inc()
+			c.report(w, corev1.EventTypeNormal, "LifecycleAlreadyCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s was already completed or timed out", a.GroupName, a.HookName))
+		default:
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "error").Inc()
+			return err
+		}
+		c.stopHeartbeats(w, a.Token)
+	}
+	return nil
+}
+
+func (w *nodeWork) instanceIDFor() string { return w.instanceID }
+
+// undo reverts what lifeboat did for canceled scheduled changes.
+func (c *Controller) undo(ctx context.Context, w *nodeWork) error {
+	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, []string{drain.AnnotationEvents})
+	if err != nil {
+		c.Metrics.Actions.WithLabelValues("uncordon", "error").Inc()
+		return err
+	}
+	if changed {
+		c.Metrics.Actions.WithLabelValues("uncordon", "ok").Inc()
+		c.report(w, corev1.EventTypeNormal, "Uncordoned", "uncordon", "scheduled change canceled or completed: uncordoned and lifeboat taints removed")
+	}
+	return nil
+}
+
+// dueEvents returns the events the plan covers.
+func dueEvents(evs []event.Event, p plan.Plan) []event.Event {
+	var due []event.Event
+	for _, e := range evs {
+		if slices.Contains(p.EventIDs, e.ID) {
+			due = append(due, e)
+		}
+	}
+	return due
+}

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/notify"
+	"lifeboat.dev/lifeboat/internal/plan"
+)
+
+// notifyOnce sends one notification per phase per node work.
+func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, detail string) {
+	c.mu.Lock()
+	seen := w.notified[phase]
+	w.notified[phase] = true
+	action := ""
+	for _, e := range w.events {
+		if e.Kind == p.Reason && e.Action != "" {
+			action = e.Action
+			break
+		}
+	}
+	c.mu.Unlock()
+	if seen || c.Notifier == nil {
+		return
+	}
+	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
+	c.Notifier.Notify(n)
+}
+
+// reportOnce reports a reason only the first time for this work.
+func (c *Controller) reportOnce(w *nodeWork, reason, typ, action, msg string) {
+	c.mu.Lock()
+	seen := w.reported[reason]
+	w.reported[reason] = true
+	c.mu.Unlock()
+	if !seen {
+		c.report(w, typ, reason, action, msg)
+	}
+}
+
+// report is the one place outcomes go: a structured log line, a Kubernetes
+// Event on the Node (the recorder deduplicates repeats).
+func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
+	c.mu.Lock()
+	w.reported[reason] = true
+	c.mu.Unlock()
+	level := slog.LevelInfo
+	if typ == corev1.EventTypeWarning {
+		level = slog.LevelWarn
+	}
+	c.Log.Log(context.Background(), level, reason, "node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg)
+	if c.Recorder != nil {
+		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
+		c.Recorder.Event(ref, typ, reason, msg)
+	}
+}
+
+// received describes what arrived for a node and what lifeboat will do.
+func received(evs []event.Event, p plan.Plan) string {
+	what := string(p.Reason)
+	for _, e := range evs {
+		if e.Kind == p.Reason && e.Action != "" {
+			what += " (" + e.Action + ")"
+			break
+		}
+	}
+	do := "cordoning"
+	if p.Drain {
+		do = "cordoning and draining"
+	}
+	return fmt.Sprintf("%s received; AWS deadline %s; %s", what, fmtDeadline(p.Deadline), do)
+}
+
+func fmtDeadline(t time.Time) string {
+	if t.IsZero() {
+		return "none"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// doneEvents returns the node's done-events annotation with evs added
+// (oldest dropped beyond maxDoneEvents).
+func (c *Controller) doneEvents(node string, evs []event.Event) string {
+	ids := c.doneOnNode(node)
+	for _, e := range evs {
+		if !slices.Contains(ids, e.ID) {
+			ids = append(ids, e.ID)
+		}
+	}
+	if len(ids) > maxDoneEvents {
+		ids = ids[len(ids)-maxDoneEvents:]
+	}
+	b, err := json.Marshal(ids)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// doneOnNode returns the IDs of the events recorded as done on a node.
+func (c *Controller) doneOnNode(node string) []string {
+	n, ok := c.Nodes.ByName(node)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	if raw := n.Annotations[AnnotationDoneEvents]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ids); err != nil {
+			return nil
+		}
+	}
+	return ids
+}
+
+// maxDoneEvents bounds the event IDs kept in AnnotationDoneEvents.
+const maxDoneEvents = 32
