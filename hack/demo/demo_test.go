@@ -57,6 +57,8 @@ func TestDemo(t *testing.T) {
 	if r.Error != "" {
 		t.Errorf("timeline reports an error: %s", r.Error)
 	}
+	// What an operator sees: the page opened in a real browser.
+	checkRendered(t, renderInBrowser(t, res.TimelinePath), r)
 	if len(r.Scenes) != 3 {
 		t.Fatalf("timeline has %d scenes, want 3", len(r.Scenes))
 	}

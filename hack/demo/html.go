@@ -52,6 +52,7 @@ func writeHTML(path string, r report) error {
 		return fmt.Errorf("encoding the timeline: %w", err)
 	}
 	type sceneView struct {
+		Name    string
 		Number  int
 		Title   string
 		Summary []string
@@ -67,7 +68,7 @@ func writeHTML(path string, r report) error {
 				facts = append(facts, f)
 			}
 		}
-		v := sceneView{Number: i + 1, Title: s.Title, Summary: s.Summary, SVG: template.HTML(sceneSVG(s, facts))}
+		v := sceneView{Name: s.Name, Number: i + 1, Title: s.Title, Summary: s.Summary, SVG: template.HTML(sceneSVG(s, facts))}
 		for _, f := range facts {
 			v.Facts = append(v.Facts, factView{Rel: fmt.Sprintf("%+.2fs", f.At.Sub(s.Start).Seconds()), Fact: f, Color: stepColor(f.Step)})
 		}
@@ -169,6 +170,9 @@ func sceneSVG(s *sceneState, facts []Fact) string {
 		if f.At.After(end) {
 			end = f.At
 		}
+		if f.Until.After(end) {
+			end = f.Until
+		}
 	}
 	span := math.Max(end.Sub(s.Start).Seconds()*1.03, 1)
 	x := func(at time.Time) float64 {
@@ -196,18 +200,28 @@ func sceneSVG(s *sceneState, facts []Fact) string {
 	for i, l := range lanes {
 		y := axisHeight + i*rowHeight
 		mid := y + rowHeight/2
+		fmt.Fprintf(&b, `<g class="lane" data-lane="%s" data-source="%s">`, html.EscapeString(l.name), l.source)
 		label := l.name
 		if len([]rune(label)) > 40 {
 			label = string([]rune(label)[:39]) + "…"
 		}
-		fmt.Fprintf(&b, `<text x="8" y="%d" class="lane">%s</text>`, mid+4, html.EscapeString(label))
+		fmt.Fprintf(&b, `<text x="8" y="%d" class="lane-name">%s</text>`, mid+4, html.EscapeString(label))
 		first, last := l.facts[0].At, l.facts[len(l.facts)-1].At
 		// A bar is an object's life in the scene; the demo's own calls and
 		// lifeboat's reports other than a drain are points in time.
 		bar := l.source != srcAWS && (l.source != srcLifeboat || l.facts[0].Step == stepReceived)
 		if w := x(last) - x(first); bar && w > 0.5 {
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="8" rx="4" fill="%s" opacity="0.35"/>`,
+			fmt.Fprintf(&b, `<rect class="bar" x="%.1f" y="%d" width="%.1f" height="8" rx="4" fill="%s" opacity="0.35"/>`,
 				x(first), mid-4, w, laneColors[l.source])
+		}
+		writeShutdown(&b, l.facts, x, mid)
+		for _, f := range l.facts {
+			if !f.Until.IsZero() { // the lifecycle action's timeout, as of this fact
+				fmt.Fprintf(&b, `<g class="timeout"><title>%s</title><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#dc2626" stroke-width="1.2" stroke-dasharray="3 2"/>`+
+					`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#dc2626" stroke-width="1.5"/></g>`,
+					html.EscapeString(fmt.Sprintf("times out at %+.2fs unless heartbeated or completed", f.Until.Sub(s.Start).Seconds())),
+					x(f.At), mid+8, x(f.Until), mid+8, x(f.Until), mid+4, x(f.Until), mid+11)
+			}
 		}
 		labelEnd := -1.0
 		for _, f := range l.facts {
@@ -232,9 +246,48 @@ func sceneSVG(s *sceneState, facts []Fact) string {
 			}
 			labelEnd = px + 8 + width
 		}
+		b.WriteString(`</g>`)
+	}
+	for _, d := range s.Deadlines {
+		rel := d.At.Sub(s.Start).Seconds()
+		title := html.EscapeString(fmt.Sprintf("%+.2fs  %s", rel, d.Label))
+		if rel <= span {
+			fmt.Fprintf(&b, `<g class="deadline"><title>%s</title><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#dc2626" stroke-width="2"/>`+
+				`<text x="%.1f" y="%d" class="mark" text-anchor="end" fill="#dc2626">%s</text></g>`,
+				title, x(d.At), axisHeight-4, x(d.At), height-4, x(d.At)-4, axisHeight+10, html.EscapeString(d.Label))
+			continue
+		}
+		// Beyond the scene: say when, at the right edge of the axis.
+		fmt.Fprintf(&b, `<g class="deadline"><title>%s</title><text x="%d" y="%d" class="mark" text-anchor="end" fill="#dc2626">%s at +%.0fs →</text></g>`,
+			title, svgWidth-4, axisHeight+10, html.EscapeString(d.Label), rel)
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// writeShutdown draws a pod's shutdown: from the eviction (deletion
+// started: preStop, then SIGTERM) until the pod is gone (its containers
+// exited), the part of its life AWS's deadline must cover.
+func writeShutdown(b *strings.Builder, facts []Fact, x func(time.Time) float64, mid int) {
+	var from, to time.Time
+	for _, f := range facts {
+		switch {
+		case f.Step == stepEvicting && from.IsZero():
+			from = f.At
+		case f.Step == stepEvicted:
+			to = f.At
+		}
+	}
+	if from.IsZero() || to.IsZero() || to.Before(from) {
+		return
+	}
+	w := math.Max(x(to)-x(from), 2)
+	fmt.Fprintf(b, `<g class="shutdown"><title>%s</title><rect x="%.1f" y="%d" width="%.1f" height="8" rx="2" fill="#047857"/>`,
+		html.EscapeString(fmt.Sprintf("shutting down %.2fs: preStop, SIGTERM, exit", to.Sub(from).Seconds())), x(from), mid-4, w)
+	if w > 240 {
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" class="mark" fill="#fff">preStop → SIGTERM → exit</text>`, x(from)+70, mid+3)
+	}
+	b.WriteString(`</g>`)
 }
 
 // tickStep picks 1, 2 or 5 × 10ⁿ seconds for about ten ticks.
@@ -280,13 +333,19 @@ a warm instance {{.Report.BootDelay}} to boot. Facts come from the cluster (node
 (instances, lifecycle actions) and lifeboat's log (refused evictions). Hover a marker for details.</p>
 {{if .Report.Error}}<p class="error">The run did not finish: {{.Report.Error}}</p>{{end}}
 <p class="legend">{{range .Legend}}<span><i style="background:{{.Color}}"></i>{{.Step}}</span>{{end}}</p>
+<p class="legend">Each row is one object on one time axis (seconds since the scene began). A light bar is an object's life in the scene;
+a <b style="color:#047857">dark green bar</b> is a pod shutting down (preStop, SIGTERM, until its containers exit);
+a <b style="color:#dc2626">dashed red line</b> runs from a lifecycle action's start or heartbeat to when it would time out;
+a <b style="color:#dc2626">red vertical line</b> is AWS's deadline for the instance.</p>
 {{range .Scenes}}
+<section class="scene" data-scene="{{.Name}}">
 <h2>{{.Number}}. {{.Title}}</h2>
 {{if .Summary}}<ul class="summary">{{range .Summary}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{.SVG}}
 <details><summary>every step ({{len .Facts}})</summary>
 <table>{{range .Facts}}<tr><td class="rel">{{.Rel}}</td><td style="color:{{.Color}}">{{.Fact.Step}}</td><td>{{.Fact.Source}}</td><td>{{.Fact.Text}}{{if .Fact.Progress}} [{{.Fact.Progress}}]{{end}}</td></tr>{{end}}</table>
 </details>
+</section>
 {{end}}
 <script type="application/json" id="timeline-data">{{.Data}}</script>
 </body>

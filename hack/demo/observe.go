@@ -272,7 +272,7 @@ func (d *demo) actionFacts(prev, a awssim.Action, now time.Time) {
 		lane = fmt.Sprintf("%s hook %s", kind, shortID(a.InstanceID))
 	}
 	if prev.Token == "" {
-		d.tl.add(Fact{At: a.Started, Scene: scene, Source: srcASG, Step: stepAction, Lane: lane,
+		d.tl.add(Fact{At: a.Started, Scene: scene, Source: srcASG, Step: stepAction, Lane: lane, Until: timeout(a, a.Started),
 			Text: fmt.Sprintf("%s lifecycle action for %s (%s → %s), hook %s: waits up to %s for a heartbeat or completion",
 				kind, a.InstanceID, a.Origin, a.Destination, a.HookName, a.HeartbeatTimeout)})
 	}
@@ -281,7 +281,7 @@ func (d *demo) actionFacts(prev, a awssim.Action, now time.Time) {
 		if n == a.Heartbeats && a.Deadline.Before(a.GlobalDeadline) {
 			at = a.Deadline.Add(-a.HeartbeatTimeout) // the heartbeat restarted the timer
 		}
-		d.tl.add(Fact{At: at, Scene: scene, Source: srcASG, Step: stepHeartbeat, Lane: lane,
+		d.tl.add(Fact{At: at, Scene: scene, Source: srcASG, Step: stepHeartbeat, Lane: lane, Until: timeout(a, at),
 			Text: fmt.Sprintf("heartbeat #%d for %s: timeout reset to %s", n, a.InstanceID, a.HeartbeatTimeout)})
 	}
 	if prev.Active() && !a.Active() {
@@ -295,6 +295,16 @@ func (d *demo) actionFacts(prev, a awssim.Action, now time.Time) {
 		}
 		d.tl.add(f)
 	}
+}
+
+// timeout is when action a times out if nothing happens after at: the
+// heartbeat timeout, bounded by the hook's global timeout.
+func timeout(a awssim.Action, at time.Time) time.Time {
+	t := at.Add(a.HeartbeatTimeout)
+	if !a.GlobalDeadline.IsZero() && a.GlobalDeadline.Before(t) {
+		return a.GlobalDeadline
+	}
+	return t
 }
 
 func shortID(id string) string {

@@ -249,6 +249,7 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 	d.tl.add(Fact{Scene: sceneSpot, Source: srcAWS, Step: stepSignal, Lane: "EventBridge", Label: "Spot interruption notice",
 		Text: fmt.Sprintf("%s for %s (terminate): AWS takes the instance in %s", route.SpotInterruption, s.spotInstance, spotNotice)})
 	sent := time.Now()
+	d.tl.deadline(sceneSpot, sent.Add(spotNotice), "AWS takes the instance (notice + "+spotNotice.String()+")")
 	if err := d.putEvent(ctx, route.SourceEC2, route.SpotInterruption, sent,
 		map[string]string{"instance-id": s.spotInstance, "instance-action": "terminate"}); err != nil {
 		return err

@@ -30,6 +30,16 @@ type Fact struct {
 	Label string `json:"label,omitempty"`
 	// Progress is the drain's progress after this fact ("evicted 2/3").
 	Progress string `json:"progress,omitempty"`
+	// Until is when a lifecycle action times out unless heartbeated or
+	// completed, as of this fact (its start or a heartbeat).
+	Until time.Time `json:"until,omitzero"`
+}
+
+// deadline is when AWS acts on an instance whatever happens (a Spot
+// interruption's two minutes), drawn across a scene.
+type deadline struct {
+	At    time.Time `json:"at"`
+	Label string    `json:"label"`
 }
 
 // Sources.
@@ -86,6 +96,8 @@ type sceneState struct {
 	Start   time.Time `json:"start"`
 	End     time.Time `json:"end"`
 	Summary []string  `json:"summary"`
+	// Deadlines are AWS's deadlines in the scene.
+	Deadlines []deadline `json:"deadlines,omitempty"`
 
 	// pods are the pods to evict ("namespace/name"), counted for progress.
 	pods              map[string]bool
@@ -153,6 +165,15 @@ func (t *timeline) begin(name, title string, pods []string) {
 	t.scenes = append(t.scenes, s)
 	t.byName[name] = s
 	fmt.Fprintf(t.out, "\n%s\n", t.paint(bold, fmt.Sprintf("── %d/3  %s", len(t.scenes), title)))
+}
+
+// deadline records one of AWS's deadlines in a scene that has begun.
+func (t *timeline) deadline(scene string, at time.Time, label string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.byName[scene]; ok {
+		s.Deadlines = append(s.Deadlines, deadline{At: at, Label: label})
+	}
 }
 
 // end closes a scene with its summary lines.
