@@ -12,7 +12,8 @@ func Markdown() string {
 	b.WriteString("# Configuration\n\n")
 	b.WriteString("Generated from `internal/config` by `make docs`; do not edit by hand.\n\n")
 	b.WriteString("Every flag can also be set through the environment variable shown; a flag given on the command line wins. ")
-	b.WriteString("An option that does not apply to the chosen `--mode` is a startup error that names the option and the mode.\n\n")
+	b.WriteString("An option that does not apply to the chosen `--mode` is a startup error that names the option and the mode. ")
+	b.WriteString("`lifeboat run --help` (and `lifeboat check --help`) print the same list; an unknown flag exits with status 2.\n\n")
 	b.WriteString("| flag | environment | default | modes | meaning |\n|---|---|---|---|---|\n")
 	for _, o := range options {
 		modes := "queue, imds"
