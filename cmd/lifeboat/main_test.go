@@ -64,7 +64,12 @@ func TestCLI(t *testing.T) {
 		{"version", []string{"version"}, 0, lists("lifeboat ")},
 		{"unknown command", []string{"drain-everything"}, 2, oneLine("lifeboat --help")},
 		{"flag before the command", []string{"--queue-url", "x"}, 2, oneLine("lifeboat --help")},
-		{"run: unknown flag", []string{"run", "--no-such-flag"}, 2, oneLine("lifeboat run --help")},
+		{"run: unknown flag", []string{"run", "--no-such-flag"}, 2, func(t *testing.T, stdout, stderr string) {
+			oneLine("lifeboat run --help")(t, stdout, stderr)
+			if want := "lifeboat: unknown flag --no-such-flag (see 'lifeboat run --help')\n"; stderr != want {
+				t.Errorf("stderr %q, want %q", stderr, want)
+			}
+		}},
 		{"run: flag without its value", []string{"run", "--workers"}, 2, oneLine("lifeboat run --help")},
 		{"run: stray argument", []string{"run", "queue"}, 2, oneLine("lifeboat run --help")},
 		{"check: unknown flag", []string{"check", "--no-such-flag"}, 2, oneLine("lifeboat check --help")},

@@ -59,7 +59,7 @@ func replayCommand(args []string, stdout io.Writer) error {
 			fmt.Fprint(stdout, replayHeader)
 			return nil
 		}
-		return usageError{err, "lifeboat replay --help"}
+		return usageError{config.NewFlagError(err), "lifeboat replay --help"}
 	}
 	if flags.NArg() == 0 {
 		return usageError{errors.New("replay: give one or more files or directories"), "lifeboat replay --help"}

@@ -18,6 +18,19 @@ var ErrHelp = flag.ErrHelp
 type FlagError struct{ Err error }
 
 func (e *FlagError) Error() string { return e.Err.Error() }
+
+// NewFlagError returns the error of a flag set's Parse, said with the
+// double dash the help shows: "unknown flag --x", "flag --x needs a value".
+func NewFlagError(err error) *FlagError {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return &FlagError{Err: fmt.Errorf("unknown flag --%s", strings.TrimLeft(name, "-"))}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return &FlagError{Err: fmt.Errorf("flag --%s needs a value", strings.TrimLeft(name, "-"))}
+	}
+	return &FlagError{Err: err}
+}
 func (e *FlagError) Unwrap() error { return e.Err }
 
 // Flags is the flag set of a subcommand that takes lifeboat's
@@ -60,7 +73,7 @@ func (f *Flags) Load(args []string, getenv func(string) string) (Config, error) 
 		if errors.Is(err, flag.ErrHelp) {
 			return Config{}, ErrHelp
 		}
-		return Config{}, &FlagError{Err: err}
+		return Config{}, NewFlagError(err)
 	}
 	if fs.NArg() > 0 {
 		return Config{}, &FlagError{Err: fmt.Errorf("unexpected arguments: %q", fs.Args())}

@@ -83,8 +83,8 @@ func TestLoadHelpAndFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--help"}, true, ""},
 		{[]string{"-h"}, true, ""},
-		{[]string{"--no-such-flag"}, false, "flag provided but not defined: -no-such-flag"},
-		{[]string{"--workers"}, false, "flag needs an argument: -workers"},
+		{[]string{"--no-such-flag"}, false, "unknown flag --no-such-flag"},
+		{[]string{"--workers"}, false, "flag --workers needs a value"},
 		{[]string{"stray"}, false, `unexpected arguments: ["stray"]`},
 	}
 	for _, tt := range tests {
