@@ -169,7 +169,8 @@ func (in *Intake) close(ctx context.Context, p *pending, o controller.Outcome) {
 	in.mu.Lock()
 	p.open--
 	p.failed = p.failed || o == controller.Failed
-	p.foreign = p.foreign || o == controller.Foreign
+	// Work about another cluster's group follows the unknown-instance policy.
+	p.foreign = p.foreign || o == controller.Foreign && in.o.UnknownInstance == config.UnknownLeave
 	last, failed, foreign := p.open == 0, p.failed, p.foreign
 	in.mu.Unlock()
 	if !last {

@@ -317,7 +317,8 @@ func TestSettlementDecidesTheMessage(t *testing.T) {
 		{"node work done: deleted", spot(instA), Options{}, controller.Done, 0, true, 0},
 		{"node work failed: back when its visibility ends", spot(instA), Options{}, controller.Failed, 0, false, -1},
 		{"terminate action of a non-node, completed: deleted", terminateAction(instC), Options{Lifecycle: true}, controller.Done, 1, true, 0},
-		{"terminate action of another cluster's group: handed back", terminateAction(instC), Options{Lifecycle: true}, controller.Foreign, 1, false, handBackFirst},
+		{"terminate action of another cluster's group, leave: handed back", terminateAction(instC), Options{Lifecycle: true, UnknownInstance: config.UnknownLeave}, controller.Foreign, 1, false, handBackFirst},
+		{"terminate action of another cluster's group, delete: deleted", terminateAction(instC), Options{Lifecycle: true, UnknownInstance: config.UnknownDelete}, controller.Foreign, 1, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(node("node-a", instA))
