@@ -132,7 +132,8 @@ func (n *RealNode) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(cfg, []byte(containerdConfig(n)), 0o644); err != nil {
 		return fmt.Errorf("writing containerd configuration: %w", err)
 	}
-	p, err := StartProcess("containerd", "/usr/bin/containerd", []string{"--config", cfg, "--log-level", "info"}, nil, n.Dir)
+	n.containerdRuns++
+	p, err := StartProcess(fmt.Sprintf("containerd-%d", n.containerdRuns), "/usr/bin/containerd", []string{"--config", cfg, "--log-level", "info"}, nil, n.Dir)
 	if err != nil {
 		return err
 	}
@@ -172,4 +173,12 @@ func (n *RealNode) ctr(ctx context.Context, args ...string) ([]byte, error) {
 func (n *RealNode) ImportImage(ctx context.Context, archive string) error {
 	_, err := n.ctr(ctx, "images", "import", archive)
 	return err
+}
+
+// RestartContainerd kills containerd (SIGKILL, as a crash would) and starts
+// it again with the same configuration; the shims and containers keep
+// running and the new containerd reconnects to them.
+func (n *RealNode) RestartContainerd(ctx context.Context) error {
+	n.containerd.Kill()
+	return n.startContainerd(ctx)
 }

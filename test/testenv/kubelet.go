@@ -90,3 +90,10 @@ func (n *RealNode) StartKubelet(bin string) error {
 	n.kubelet = p
 	return nil
 }
+
+// RestartKubelet kills the kubelet (SIGKILL, as a crash would) and starts
+// it again with the same configuration; the containers keep running.
+func (n *RealNode) RestartKubelet() error {
+	n.kubelet.Kill()
+	return n.StartKubelet("")
+}

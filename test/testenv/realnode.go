@@ -41,10 +41,10 @@ type RealNodeOptions struct {
 // can run side by side and each can be powered off exactly (every process
 // of its containerd, shims and containers is in its cgroup subtree).
 //
-// Everything it makes lives under Dir and the cgroup subtree, bar three
-// host-wide traces that teardown also removes: the CNI bridge, the shims'
-// sockets under /run/containerd/s and the kubelet's links in
-// /var/log/containers. A node's slot is held by a lock file for the life of
+// Everything it makes lives under Dir and the cgroup subtree, bar a few
+// host-wide traces that teardown also removes: the CNI bridge, the CNI
+// result cache entries in /var/lib/cni, the shims' sockets under
+// /run/containerd/s and the kubelet's links in /var/log/containers. A node's slot is held by a lock file for the life of
 // the process; a slot whose lock is free is swept (processes killed,
 // mounts, bridge, cgroups and files removed) before it is used again, so a
 // crashed or interrupted run leaves nothing behind for long.
@@ -65,8 +65,11 @@ type RealNode struct {
 	containerd  *Process
 	kubelet     *Process
 	kubeletRuns int
-	poweredOff  bool
-	closed      bool
+	// containerdRuns and kubeletRuns count starts; logs are named after
+	// them (containerd-1.log, kubelet-1.log, ...).
+	containerdRuns int
+	poweredOff     bool
+	closed         bool
 }
 
 // realNodesDir holds one directory and one lock file per slot.
