@@ -6,26 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 )
 
 const mergePatch = types.MergePatchType
 
+// DefaultStuckAfter is Options.StuckAfter when it is not set.
+const DefaultStuckAfter = time.Minute
+
 // Options configure a Drainer.
 type Options struct {
-	// Backoff is the delay before an eviction refused by a PDB (429) or
-	// failed by the server is tried again. Never zero.
+	// Backoff is the delay before an eviction refused by a PDB (429),
+	// conflicting (409) or failed by the server is tried again. Never zero.
 	Backoff time.Duration
 	// Margin is kept in reserve before a deadline when capping grace periods.
 	Margin time.Duration
@@ -40,20 +42,32 @@ type Options struct {
 	// NodeCache returns the cached node (informer), so that cordoning needs
 	// no GET; nil: always read from the API server.
 	NodeCache func(name string) (*corev1.Node, bool)
+	// StuckAfter bounds the wait for a pod that was asked to leave. Without
+	// a deadline, a pod still present StuckAfter past the end of its grace
+	// period (counted from when the wait began) is reported stuck
+	// (Result.Stuck) and no longer waited for: a dead kubelet never
+	// finishes its deletion. After the deadline's force deletion, a pod
+	// still present StuckAfter later (a finalizer nobody removes) is
+	// reported the same way. Zero: DefaultStuckAfter.
+	StuckAfter time.Duration
 }
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
 type Drainer struct {
-	client   kubernetes.Interface
-	clock    clock.WithTicker
-	log      *slog.Logger
-	backoff  time.Duration
-	margin   time.Duration
-	force    bool
-	skip     func(*corev1.Pod) bool
-	parallel int
-	dryRun   bool
-	cache    func(string) (*corev1.Node, bool)
+	client     kubernetes.Interface
+	clock      clock.WithTicker
+	log        *slog.Logger
+	backoff    time.Duration
+	margin     time.Duration
+	force      bool
+	skip       func(*corev1.Pod) bool
+	parallel   int
+	dryRun     bool
+	cache      func(string) (*corev1.Node, bool)
+	stuckAfter time.Duration
+	// post creates one Eviction (postEviction's REST call; tests swap in
+	// the typed client, which client-go's fake clientset answers).
+	post func(ctx context.Context, ev *policyv1.Eviction) error
 }
 
 // New returns a Drainer.
@@ -67,8 +81,14 @@ func New(client kubernetes.Interface, clk clock.WithTicker, log *slog.Logger, o 
 	if o.Skip == nil {
 		o.Skip = func(*corev1.Pod) bool { return false }
 	}
-	return &Drainer{client: client, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
-		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache}
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = DefaultStuckAfter
+	}
+	d := &Drainer{client: client, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
+		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
+		stuckAfter: o.StuckAfter}
+	d.post = d.postREST
+	return d
 }
 
 // Progress is reported while a drain runs.
@@ -81,23 +101,54 @@ type Progress struct {
 
 // Result is the outcome of a drain.
 type Result struct {
+	// Evicted counts evictions the API server accepted (and pods found gone).
 	Evicted int
 	// GraceCapped counts pods whose grace period was cut to fit the deadline.
 	GraceCapped int
 	// ForceDeleted counts pods deleted at the deadline.
 	ForceDeleted int
-	// Remaining counts pods still on the node (only when the deadline passed
-	// without force deletion, or in dry-run).
+	// Remaining counts pods still on the node: the deadline passed without
+	// force deletion, their eviction was refused (NotEvicted) and there was
+	// no deadline, they are Stuck, or dry-run.
 	Remaining int
+	// NotEvicted lists pods whose eviction was refused for good (a 403 from
+	// an admission webhook, 400, 422, ...), with the API server's answer.
+	// They are not retried; the node's other pods and later priority groups
+	// are drained all the same. With a deadline they are waited for until
+	// it and then force-deleted (ForceDeleteAtDeadline) or left
+	// (ErrDeadline); without one the drain ends with ErrNotEvicted.
+	NotEvicted []PodProblem
+	// Stuck lists pods that were asked to leave but were still present past
+	// their bound (Options.StuckAfter); the drain ends with ErrStuck.
+	Stuck []PodProblem
 }
+
+// PodProblem names a pod the drain could not move off the node, and why.
+type PodProblem struct {
+	Namespace, Name string
+	Reason          string
+}
+
+func (p PodProblem) String() string { return p.Namespace + "/" + p.Name + ": " + p.Reason }
 
 // ErrDeadline is returned (wrapped) when AWS's deadline passed with pods left.
 var ErrDeadline = errors.New("deadline passed before the node was empty")
 
+// ErrNotEvicted is returned (wrapped) when a drain without a deadline ended
+// with pods whose eviction was refused for good (Result.NotEvicted).
+// Draining again will not help.
+var ErrNotEvicted = errors.New("pods could not be evicted")
+
+// ErrStuck is returned (wrapped) when pods that were asked to leave were
+// still present past their bound (Result.Stuck): the drain stopped waiting
+// for them. After the deadline's force deletion it comes with ErrDeadline.
+var ErrStuck = errors.New("pods did not leave the node")
+
 // Drain evicts every pod on node that lifeboat may evict, ordinary pods
 // first and system-critical pods last, and waits until they are gone. With a
-// non-zero deadline, grace periods are capped to the time left. progress may
-// be nil.
+// non-zero deadline, grace periods are capped to the time left (never below
+// 1 s). Every wait is bounded: by the deadline, or by Options.StuckAfter.
+// progress may be nil.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	var res Result
 	pods, listRV, err := d.podsToEvict(ctx, node)
@@ -123,17 +174,90 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, pr
 	if len(pods) > 0 {
 		report(func(*Progress) {}) // the drain has started: the total is known
 	}
+	var refused []corev1.Pod
+	forcedStuck := false
 	for _, group := range priorityGroups(pods) {
-		r, err := d.drainGroup(ctx, node, group, listRV, deadline, report)
-		res.Evicted += r.Evicted
-		res.GraceCapped += r.GraceCapped
-		res.ForceDeleted += r.ForceDeleted
-		res.Remaining += r.Remaining
+		r, w, err := d.drainGroup(ctx, node, group, listRV, deadline, report, &res)
+		refused = append(refused, r...)
+		forcedStuck = forcedStuck || w.forcedStuck
 		if err != nil {
-			return res, err
+			if errors.Is(err, ErrDeadline) {
+				res.Remaining += len(refused)
+			}
+			return res, res.withRefused(err)
 		}
 	}
-	return res, nil
+	refusedLeft := 0
+	if len(refused) > 0 {
+		if deadline.IsZero() {
+			refusedLeft = len(refused)
+			res.Remaining += refusedLeft
+		} else {
+			// The deadline's rules hold for them too: wait until it, then
+			// force-delete (when enabled) or leave them (ErrDeadline).
+			w, err := d.waitGone(ctx, node, refused, "", deadline, report)
+			res.addWait(w)
+			forcedStuck = forcedStuck || w.forcedStuck
+			if err != nil {
+				return res, res.withRefused(err)
+			}
+		}
+	}
+	return res, res.incomplete(node, refusedLeft, forcedStuck)
+}
+
+// withRefused adds the refused evictions to a drain's error, so that the
+// report of a passed deadline says why those pods were left.
+func (r *Result) withRefused(err error) error {
+	if len(r.NotEvicted) == 0 || !errors.Is(err, ErrDeadline) {
+		return err
+	}
+	return fmt.Errorf("%w; eviction refused: %s", err, listProblems(r.NotEvicted))
+}
+
+// incomplete is the error of a drain that ended with pods left that no
+// wait could remove: refused evictions without a deadline, stuck pods.
+func (r *Result) incomplete(node string, refusedLeft int, forcedStuck bool) error {
+	var msgs []string
+	var errs []error
+	if refusedLeft > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d pods could not be evicted (%s)", refusedLeft, listProblems(r.NotEvicted)))
+		errs = append(errs, ErrNotEvicted)
+	}
+	if len(r.Stuck) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d pods did not leave (%s)", len(r.Stuck), listProblems(r.Stuck)))
+		errs = append(errs, ErrStuck)
+	}
+	if forcedStuck {
+		errs = append(errs, ErrDeadline)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &drainError{msg: "draining node " + node + ": " + strings.Join(msgs, "; "), errs: errs}
+}
+
+// drainError carries several sentinel errors (errors.Is matches each).
+type drainError struct {
+	msg  string
+	errs []error
+}
+
+func (e *drainError) Error() string   { return e.msg }
+func (e *drainError) Unwrap() []error { return e.errs }
+
+// listProblems lists up to five pods and their reasons for a message.
+func listProblems(ps []PodProblem) string {
+	const most = 5
+	var parts []string
+	for i, p := range ps {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ps)-most))
+			break
+		}
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
@@ -202,250 +326,53 @@ func isCritical(p *corev1.Pod) bool {
 	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
 }
 
-// drainGroup evicts the pods of one group concurrently and waits until all
-// are gone, watching from listRV (the list the pods came from).
-func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress))) (Result, error) {
-	var res Result
-	var mu sync.Mutex
+// drainGroup evicts the pods of one group concurrently and waits until
+// those accepted are gone, watching from listRV (the list the pods came
+// from). It adds to res and returns the pods whose eviction was refused
+// for good (they are not waited for here).
+func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress)), res *Result) ([]corev1.Pod, waitResult, error) {
+	outcomes := make([]evictOutcome, len(pods))
+	errs := make([]error, len(pods))
 	sem := make(chan struct{}, d.parallel)
 	var wg sync.WaitGroup
-	errs := make([]error, len(pods))
 	for i := range pods {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			capped, forced, err := d.evict(ctx, &pods[i], deadline, report)
-			mu.Lock()
-			defer mu.Unlock()
-			if capped {
-				res.GraceCapped++
-			}
-			if forced {
-				res.ForceDeleted++
-			}
-			if err == nil && !forced {
-				res.Evicted++
-			}
-			errs[i] = err
+			outcomes[i], errs[i] = d.evict(ctx, &pods[i], deadline, report)
 		}(i)
 	}
 	wg.Wait()
-	var remaining []corev1.Pod
-	for i, err := range errs {
-		switch {
-		case errors.Is(err, ErrDeadline):
-			remaining = append(remaining, pods[i])
-		case err != nil:
-			return res, err
+	if err := errors.Join(errs...); err != nil {
+		return nil, waitResult{}, err
+	}
+	var wait, refused []corev1.Pod
+	for i, o := range outcomes {
+		if o.capped {
+			res.GraceCapped++
+		}
+		switch o.kind {
+		case evictAccepted, evictGone:
+			res.Evicted++
+			wait = append(wait, pods[i])
+		case evictDeadline:
+			wait = append(wait, pods[i]) // waitGone applies the deadline's rules
+		case evictRefused:
+			res.NotEvicted = append(res.NotEvicted, PodProblem{Namespace: pods[i].Namespace, Name: pods[i].Name, Reason: o.reason})
+			refused = append(refused, pods[i])
 		}
 	}
-	if len(remaining) > 0 {
-		res.Remaining = len(remaining)
-		return res, fmt.Errorf("draining node %s: %d pods not evicted: %w", node, len(remaining), ErrDeadline)
-	}
-	left, err := d.waitGone(ctx, node, pods, listRV, deadline, report)
-	res.Remaining = left
-	return res, err
+	w, err := d.waitGone(ctx, node, wait, listRV, deadline, report)
+	res.addWait(w)
+	return refused, w, err
 }
 
-// evict evicts one pod, retrying refusals with a real backoff until it is
-// accepted, the pod is gone, or the deadline is reached.
-func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, report func(func(*Progress))) (capped, forced bool, err error) {
-	for {
-		grace, capped := d.grace(pod, deadline)
-		err := d.postEviction(ctx, pod, grace)
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return capped, false, nil
-		case apierrors.IsTooManyRequests(err):
-			report(func(p *Progress) { p.Blocked++ })
-			d.log.Info("eviction refused, backing off", "node", pod.Spec.NodeName, "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error(), "backoff", d.backoff)
-		case apierrors.IsConflict(err), apierrors.IsInternalError(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsServiceUnavailable(err):
-			d.log.Info("eviction failed, retrying", "node", pod.Spec.NodeName, "pod", pod.Namespace+"/"+pod.Name, "error", err.Error())
-		default:
-			return capped, false, fmt.Errorf("evicting pod %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
-		wait := d.backoff
-		if !deadline.IsZero() {
-			left := deadline.Sub(d.clock.Now()) - d.margin
-			if left <= 0 {
-				if !d.force {
-					return capped, false, ErrDeadline
-				}
-				return capped, true, d.forceDelete(ctx, pod)
-			}
-			wait = min(wait, left)
-		}
-		select {
-		case <-ctx.Done():
-			return capped, false, ctx.Err()
-		case <-d.clock.After(wait):
-		}
-	}
-}
-
-// grace returns the grace period to ask for (nil: the pod's own) and
-// whether it was capped by the deadline.
-func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
-	if deadline.IsZero() {
-		return nil, false
-	}
-	own := int64(corev1.DefaultTerminationGracePeriodSeconds)
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		own = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
-	if left < 0 {
-		left = 0
-	}
-	if own <= left {
-		return nil, false
-	}
-	return &left, true
-}
-
-// postEviction creates the pods/eviction subresource with client-go's silent
-// Retry-After retries switched off (MaxRetries(0)): a 429 from a PDB comes
-// back to us at once and is retried with our own, visible backoff.
-func (d *Drainer) postEviction(ctx context.Context, pod *corev1.Pod, grace *int64) error {
-	ev := &policyv1.Eviction{
-		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
-		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}},
-	}
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	err = d.client.CoreV1().RESTClient().Post().
-		Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("eviction").
-		SetHeader("Content-Type", "application/json").
-		Body(body).MaxRetries(0).Do(ctx).Error()
-	if apierrors.IsConflict(err) {
-		// The UID precondition failed: the pod we meant is gone (a new one
-		// with the same name is not ours to evict).
-		return apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
-	}
-	return err
-}
-
-func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod) error {
-	zero := int64(0)
-	d.log.Warn("deadline reached, deleting pod", "node", pod.Spec.NodeName, "pod", pod.Namespace+"/"+pod.Name)
-	err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
-}
-
-// waitGone watches the node's pods until none of pods (by UID) is left. It
-// returns the number left when the deadline passes. The first watch starts
-// at fromRV, the resourceVersion of the list the pods came from, so every
-// deletion since is seen without listing again (one request less per node
-// in a burst); when that watch ends (410 Gone for an old version, a closed
-// connection), it lists and watches anew.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, fromRV string, deadline time.Time, report func(func(*Progress))) (int, error) {
-	waiting := make(map[types.UID]corev1.Pod, len(pods))
-	for _, p := range pods {
-		waiting[p.UID] = p
-	}
-	total := len(waiting)
-	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	var deadlineC <-chan time.Time
-	if !deadline.IsZero() {
-		t := d.clock.NewTimer(max(deadline.Sub(d.clock.Now()), 0))
-		defer t.Stop()
-		deadlineC = t.C()
-	}
-	forced := false
-	rv := fromRV
-	for {
-		if rv == "" {
-			list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
-			if err != nil {
-				return len(waiting), fmt.Errorf("listing pods of node %s: %w", node, err)
-			}
-			present := map[types.UID]bool{}
-			for _, p := range list.Items {
-				present[p.UID] = true
-			}
-			gone := 0
-			for uid := range waiting {
-				if !present[uid] {
-					delete(waiting, uid)
-					gone++
-				}
-			}
-			report(func(p *Progress) { p.Gone += gone })
-			if len(waiting) == 0 {
-				return 0, nil
-			}
-			rv = list.ResourceVersion
-		}
-		w, err := d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
-			FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
-		})
-		rv = "" // after this watch, list again
-		if err != nil {
-			return len(waiting), fmt.Errorf("watching pods of node %s: %w", node, err)
-		}
-		done, err := d.watchUntilGone(ctx, w, waiting, deadlineC, report)
-		w.Stop()
-		switch {
-		case done:
-			return 0, nil
-		case errors.Is(err, ErrDeadline):
-			if !d.force || forced {
-				return len(waiting), fmt.Errorf("draining node %s: %d of %d pods still terminating: %w", node, len(waiting), total, ErrDeadline)
-			}
-			forced = true
-			deadlineC = nil
-			for _, p := range waiting {
-				if err := d.forceDelete(ctx, &p); err != nil {
-					return len(waiting), err
-				}
-			}
-		case err != nil:
-			return len(waiting), err
-		}
-		// The watch ended (expired or closed): list again.
-	}
-}
-
-// watchUntilGone consumes w until every waited-for pod is deleted (true), the
-// watch closes (false, nil), the deadline fires (ErrDeadline) or ctx ends.
-func (d *Drainer) watchUntilGone(ctx context.Context, w watch.Interface, waiting map[types.UID]corev1.Pod, deadlineC <-chan time.Time, report func(func(*Progress))) (bool, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-deadlineC:
-			return false, ErrDeadline
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return false, nil
-			}
-			switch ev.Type {
-			case watch.Deleted:
-				if pod, ok := ev.Object.(*corev1.Pod); ok {
-					if _, mine := waiting[pod.UID]; mine {
-						delete(waiting, pod.UID)
-						report(func(p *Progress) { p.Gone++ })
-					}
-				}
-				if len(waiting) == 0 {
-					return true, nil
-				}
-			case watch.Error:
-				return false, nil
-			}
-		}
-	}
+func (r *Result) addWait(w waitResult) {
+	r.ForceDeleted += w.forced
+	r.Remaining += w.left + len(w.stuck)
+	r.Stuck = append(r.Stuck, w.stuck...)
 }
 
 func annotationPatch(annotations map[string]string) ([]byte, error) {

@@ -1,0 +1,190 @@
+package drain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// evictKind is how one pod's eviction ended.
+type evictKind int
+
+const (
+	// evictAccepted: the API server accepted the eviction (or the pod's
+	// namespace is being deleted, which deletes the pod): wait for it.
+	evictAccepted evictKind = iota
+	// evictGone: the pod is gone, or another pod now has its name.
+	evictGone
+	// evictDeadline: still refused (PDB, conflicts, server errors) when the
+	// deadline, less the margin, was reached.
+	evictDeadline
+	// evictRefused: refused for good (403, 400, 422, ...); not retried.
+	evictRefused
+)
+
+type evictOutcome struct {
+	kind evictKind
+	// capped: the grace period asked for was cut to fit the deadline.
+	capped bool
+	// reason is the API server's answer to a refused eviction.
+	reason string
+}
+
+// minGrace is the shortest grace period an eviction asks for. 0 would make
+// the API server remove the pod object at once while its containers still
+// run (a force deletion, which only ForceDeleteAtDeadline may do); kubectl
+// also turns 0 into 1 unless --force is given.
+const minGrace = 1
+
+// evict evicts one pod, retrying refusals that can pass (PDB 429, 409
+// conflicts, server errors) with a real backoff until it is accepted, the
+// pod is gone, or the deadline is reached. Only a canceled ctx is an error.
+func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, report func(func(*Progress))) (evictOutcome, error) {
+	name := pod.Namespace + "/" + pod.Name
+	for {
+		grace, capped := d.grace(pod, deadline)
+		err := d.postEviction(ctx, pod, grace)
+		switch {
+		case err == nil:
+			return evictOutcome{kind: evictAccepted, capped: capped}, nil
+		case ctx.Err() != nil:
+			return evictOutcome{}, ctx.Err()
+		case apierrors.IsNotFound(err):
+			return evictOutcome{kind: evictGone}, nil
+		case apierrors.IsTooManyRequests(err):
+			report(func(p *Progress) { p.Blocked++ })
+			d.log.Info("eviction refused, backing off", "node", pod.Spec.NodeName, "pod", name, "reason", err.Error(), "backoff", d.backoff)
+		case apierrors.IsConflict(err):
+			// Either the UID precondition failed (the pod is gone, maybe
+			// replaced under the same name) or the PodDisruptionBudget's
+			// status update kept conflicting under parallel evictions. Only
+			// the pod itself tells them apart.
+			if d.podGone(ctx, pod) {
+				return evictOutcome{kind: evictGone}, nil
+			}
+			d.log.Info("eviction conflicted, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
+		case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// No eviction can be created in a namespace being deleted; the
+			// namespace controller deletes its pods with their own grace.
+			d.log.Info("pod's namespace is being deleted, waiting for the pod to go", "node", pod.Spec.NodeName, "pod", name)
+			return evictOutcome{kind: evictAccepted}, nil
+		case refusedForGood(err):
+			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
+			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil
+		default:
+			d.log.Info("eviction failed, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
+		}
+		wait := d.backoff
+		if !deadline.IsZero() {
+			left := deadline.Sub(d.clock.Now()) - d.margin
+			if left <= 0 {
+				return evictOutcome{kind: evictDeadline, capped: capped}, nil
+			}
+			wait = min(wait, left)
+		}
+		select {
+		case <-ctx.Done():
+			return evictOutcome{}, ctx.Err()
+		case <-d.clock.After(wait):
+		}
+	}
+}
+
+// refusedForGood reports whether the API server refused an eviction in a
+// way retrying cannot change: a 4xx status other than 404 (gone), 408
+// (timeout), 409 (conflict) and 429 (PDB, API priority and fairness). A
+// 403 from an admission webhook, 400 and 422 are such. Errors without a
+// status (connection refused, reset) and 5xx are retried.
+func refusedForGood(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	code := st.Status().Code
+	switch code {
+	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return code >= 400 && code < 500
+}
+
+// podGone reads the pod again: true when it no longer exists or another
+// pod has its name. A failed read counts as present (the caller retries).
+func (d *Drainer) podGone(ctx context.Context, pod *corev1.Pod) bool {
+	cur, err := d.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return err == nil && cur.UID != pod.UID
+}
+
+// grace returns the grace period to ask for (nil: the pod's own) and
+// whether it was capped by the deadline. It is never below minGrace.
+func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
+	own := ownGrace(pod)
+	want := own
+	if !deadline.IsZero() {
+		left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
+		want = min(want, left)
+	}
+	want = max(want, minGrace)
+	if want == own {
+		return nil, false
+	}
+	return &want, want < own
+}
+
+// ownGrace is the pod's terminationGracePeriodSeconds (default 30).
+func ownGrace(pod *corev1.Pod) int64 {
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+// postEviction asks the API server to evict pod (the pod with its UID, not
+// another one with the same name) with the given grace period.
+func (d *Drainer) postEviction(ctx context.Context, pod *corev1.Pod, grace *int64) error {
+	return d.post(ctx, &policyv1.Eviction{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}},
+	})
+}
+
+// postREST creates the pods/eviction subresource with client-go's silent
+// Retry-After retries switched off (MaxRetries(0)): a 429 from a PDB comes
+// back to us at once and is retried with our own, visible backoff.
+func (d *Drainer) postREST(ctx context.Context, ev *policyv1.Eviction) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return d.client.CoreV1().RESTClient().Post().
+		Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").
+		SetHeader("Content-Type", "application/json").
+		Body(body).MaxRetries(0).Do(ctx).Error()
+}
+
+// forceDelete deletes pod with grace 0 (the API server removes the object
+// at once, finalizers permitting). Only the deadline's rule with
+// ForceDeleteAtDeadline calls it.
+func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod) error {
+	zero := int64(0)
+	d.log.Warn("deadline reached, deleting pod", "node", pod.Spec.NodeName, "pod", pod.Namespace+"/"+pod.Name)
+	err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("force-deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

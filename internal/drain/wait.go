@@ -1,0 +1,236 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// relistBackoff spaces the list-and-watch rounds of waitGone when watches
+// end at once (an API server or proxy that closes them, a 410 each time):
+// 250 ms doubling up to 30 s, back to 250 ms after a watch that lasted
+// relistReset.
+var relistBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 100, Cap: 30 * time.Second}
+
+const relistReset = time.Minute
+
+// waitResult is what waitGone saw.
+type waitResult struct {
+	// left counts pods still present when the deadline passed without
+	// force deletion (waitGone then returns ErrDeadline).
+	left int
+	// forced counts pods force-deleted at the deadline.
+	forced int
+	// stuck lists pods still present past their bound.
+	stuck []PodProblem
+	// forcedStuck: some stuck pods had been force-deleted at the deadline.
+	forcedStuck bool
+}
+
+// waitingPod is a pod waitGone waits for.
+type waitingPod struct {
+	pod corev1.Pod
+	// until is when the pod counts as stuck (zero: not before the deadline).
+	until time.Time
+	// forced: force-deleted at the deadline.
+	forced bool
+}
+
+// waitGone watches the node's pods until none of pods (by UID) is left,
+// within bounds: with a deadline, at the deadline the pods left are
+// force-deleted (ForceDeleteAtDeadline) and waited for StuckAfter more, or
+// left (ErrDeadline); without one, each pod is waited for its grace period
+// plus StuckAfter. A pod past its bound is reported stuck, not waited on.
+//
+// The first watch starts at fromRV, the resourceVersion of the list the
+// pods came from, so every deletion since is seen without listing again
+// (one request less per node in a burst); when a watch ends (410 Gone for
+// an old version, a closed connection), it lists and watches anew after a
+// backoff (relistBackoff), so watches that end at once do not spin.
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
+	var res waitResult
+	start := d.clock.Now()
+	waiting := make(map[types.UID]*waitingPod, len(pods))
+	for _, p := range pods {
+		wp := &waitingPod{pod: p}
+		if deadline.IsZero() {
+			wp.until = start.Add(time.Duration(max(ownGrace(&p), minGrace))*time.Second + d.stuckAfter)
+		}
+		waiting[p.UID] = wp
+	}
+	total := len(waiting)
+	gone := func(uid types.UID) {
+		if _, ok := waiting[uid]; ok {
+			delete(waiting, uid)
+			report(func(p *Progress) { p.Gone++ })
+		}
+	}
+	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
+	deadlineDone := deadline.IsZero()
+	relist := relistBackoff
+	rv := fromRV
+	var w watch.Interface
+	var watchStart time.Time
+	var relistC <-chan time.Time
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
+	for len(waiting) > 0 {
+		if w == nil && relistC == nil {
+			if rv == "" {
+				list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+				if err != nil {
+					res.left = len(waiting)
+					return res, fmt.Errorf("listing pods of node %s: %w", node, err)
+				}
+				present := map[types.UID]*corev1.Pod{}
+				for i := range list.Items {
+					present[list.Items[i].UID] = &list.Items[i]
+				}
+				for uid, wp := range waiting {
+					if p, ok := present[uid]; ok {
+						wp.pod = *p
+					} else {
+						gone(uid)
+					}
+				}
+				if len(waiting) == 0 {
+					break
+				}
+				rv = list.ResourceVersion
+			}
+			var err error
+			w, err = d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+				FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
+			})
+			rv = "" // after this watch, list again
+			if err != nil {
+				w = nil
+				res.left = len(waiting)
+				return res, fmt.Errorf("watching pods of node %s: %w", node, err)
+			}
+			watchStart = d.clock.Now()
+		}
+		var events <-chan watch.Event
+		if w != nil {
+			events = w.ResultChan()
+		}
+		timer, timerC := d.timerUntil(nextWake(waiting, deadline, deadlineDone))
+		select {
+		case <-ctx.Done():
+			stopTimer(timer)
+			res.left = len(waiting)
+			return res, ctx.Err()
+		case <-relistC:
+			relistC = nil
+		case <-timerC:
+			now := d.clock.Now()
+			if !deadlineDone && !now.Before(deadline) {
+				deadlineDone = true
+				if !d.force {
+					res.left = len(waiting)
+					return res, fmt.Errorf("draining node %s: %d of %d pods still there: %w", node, len(waiting), total, ErrDeadline)
+				}
+				d.forceDeleteAll(ctx, waiting, now, &res)
+			}
+			for uid, wp := range waiting {
+				if !wp.until.IsZero() && !now.Before(wp.until) {
+					delete(waiting, uid)
+					res.stuck = append(res.stuck, d.stuckProblem(wp))
+					res.forcedStuck = res.forcedStuck || wp.forced
+				}
+			}
+		case ev, ok := <-events:
+			switch {
+			case !ok || ev.Type == watch.Error:
+				w.Stop()
+				w = nil
+				if d.clock.Since(watchStart) >= relistReset {
+					relist = relistBackoff
+				}
+				relistC = d.clock.After(relist.Step())
+			case ev.Type == watch.Deleted || ev.Type == watch.Modified:
+				pod, isPod := ev.Object.(*corev1.Pod)
+				if !isPod {
+					break
+				}
+				if ev.Type == watch.Deleted {
+					gone(pod.UID)
+				} else if wp, mine := waiting[pod.UID]; mine {
+					wp.pod = *pod // its finalizers, for a report
+				}
+			}
+		}
+		stopTimer(timer)
+	}
+	return res, nil
+}
+
+// forceDeleteAll force-deletes the waiting pods at the deadline; each is
+// then given StuckAfter to go. A pod whose deletion fails is stuck at once.
+func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*waitingPod, now time.Time, res *waitResult) {
+	for uid, wp := range waiting {
+		wp.forced = true
+		if err := d.forceDelete(ctx, &wp.pod); err != nil {
+			delete(waiting, uid)
+			res.stuck = append(res.stuck, PodProblem{Namespace: wp.pod.Namespace, Name: wp.pod.Name, Reason: err.Error()})
+			res.forcedStuck = true
+			continue
+		}
+		res.forced++
+		wp.until = now.Add(d.stuckAfter)
+	}
+}
+
+// stuckProblem says why a pod counts as stuck.
+func (d *Drainer) stuckProblem(wp *waitingPod) PodProblem {
+	reason := fmt.Sprintf("still terminating %v after its %d s grace period (is its kubelet down?)", d.stuckAfter, max(ownGrace(&wp.pod), minGrace))
+	if wp.forced {
+		reason = fmt.Sprintf("still present %v after its deletion at the deadline", d.stuckAfter)
+	}
+	if f := wp.pod.Finalizers; len(f) > 0 {
+		reason += "; finalizers: " + strings.Join(f, ", ")
+	}
+	return PodProblem{Namespace: wp.pod.Namespace, Name: wp.pod.Name, Reason: reason}
+}
+
+// nextWake is the next time waitGone must act without an event: the
+// deadline, or the earliest bound of a waiting pod. ok is false when there
+// is none.
+func nextWake(waiting map[types.UID]*waitingPod, deadline time.Time, deadlineDone bool) (t time.Time, ok bool) {
+	if !deadlineDone {
+		t, ok = deadline, true
+	}
+	for _, wp := range waiting {
+		if !wp.until.IsZero() && (!ok || wp.until.Before(t)) {
+			t, ok = wp.until, true
+		}
+	}
+	return t, ok
+}
+
+// timerUntil returns a timer firing at t (nil channel when !ok).
+func (d *Drainer) timerUntil(t time.Time, ok bool) (clock.Timer, <-chan time.Time) {
+	if !ok {
+		return nil, nil
+	}
+	timer := d.clock.NewTimer(max(t.Sub(d.clock.Now()), 0))
+	return timer, timer.C()
+}
+
+func stopTimer(t clock.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
