@@ -20,7 +20,7 @@ var suite *testenv.Suite
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.SuiteMain(m, "realnode", testenv.SuiteOptions{
-		Kube:   testenv.Options{NoKwok: true, NoScheduler: true},
+		Kube:   testenv.Options{NoKwok: true}, // the scheduler places the chart's DaemonSet pods
 		Moto:   true,
 		Images: true,
 	}, func(s *testenv.Suite) { suite = s }))

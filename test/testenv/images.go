@@ -24,9 +24,10 @@ const (
 	// WorkloadImage records its own life (test/images/workload; see
 	// WorkloadRecord).
 	WorkloadImage = "lifeboat.test/workload:1"
-	// LifeboatImage is lifeboat's own image: the binary built with the
-	// Dockerfile's flags, run as user 65532, entrypoint lifeboat, command run.
-	LifeboatImage = "lifeboat.test/lifeboat:dev"
+	// LifeboatImageRepository is the repository of lifeboat's own image
+	// (BuildLifeboatImage): the binary built with the Dockerfile's flags, run
+	// as user 65532, entrypoint lifeboat, command run.
+	LifeboatImageRepository = "lifeboat.test/lifeboat"
 )
 
 // ImageFile is one file of an image's single layer.
@@ -184,14 +185,13 @@ func BuildImages(dir string) (map[string]string, error) {
 	return paths, nil
 }
 
-// BuildLifeboatImage builds lifeboat's own image (LifeboatImage) into dir
-// and returns the path of its archive: the binary built with the
-// Dockerfile's build line, CGO_ENABLED=0 go build -trimpath -ldflags
-// "-s -w -X main.version=${VERSION}" (test/deploy checks that it matches
-// the Makefile's), at the Dockerfile's path, as its user, with its
-// entrypoint and command.
-func BuildLifeboatImage(dir string) (string, error) {
-	_, tag, _ := strings.Cut(LifeboatImage, ":")
+// BuildLifeboatImage builds lifeboat's own image, tagged tag (which is
+// also its version), into dir and returns the path of its archive: the
+// binary built with the Dockerfile's build line, CGO_ENABLED=0 go build
+// -trimpath -ldflags "-s -w -X main.version=${VERSION}" (test/deploy checks
+// that it matches the Makefile's), at the Dockerfile's path, as its user,
+// with its entrypoint and command.
+func BuildLifeboatImage(dir, tag string) (string, error) {
 	lifeboat, err := goBinary(dir, "./cmd/lifeboat", "-s -w -X main.version="+tag)
 	if err != nil {
 		return "", err
@@ -206,14 +206,13 @@ func BuildLifeboatImage(dir string) (string, error) {
 	if ca, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt"); err == nil {
 		files = append(files, ImageFile{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: ca})
 	}
-	return writeImage(dir, ImageSpec{Ref: LifeboatImage, Files: files,
+	return writeImage(dir, ImageSpec{Ref: LifeboatImageRepository + ":" + tag, Files: files,
 		Entrypoint: []string{"/usr/local/bin/lifeboat"}, Cmd: []string{"run"}, User: "65532:65532"})
 }
 
 // writeImage writes an image's archive into dir, named after the image.
 func writeImage(dir string, s ImageSpec) (string, error) {
-	name, _, _ := strings.Cut(filepath.Base(s.Ref), ":")
-	p := filepath.Join(dir, name+".image.tar")
+	p := filepath.Join(dir, strings.ReplaceAll(filepath.Base(s.Ref), ":", "_")+".image.tar")
 	if err := WriteImageArchive(p, s); err != nil {
 		return "", err
 	}

@@ -19,6 +19,7 @@ func (n *RealNode) writeKubeletConfig() error {
 	if err != nil {
 		return err
 	}
+	n.KubeletPort = port
 	healthz, err := FreePort()
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ type RealNode struct {
 	Socket string
 	// PodCIDR is the node's pod subnet (host-local, on its own bridge).
 	PodCIDR string
+	// KubeletPort is the kubelet's HTTPS port on 127.0.0.1 (anonymous
+	// access allowed: /stats/summary, /pods, /metrics/resource).
+	KubeletPort int
 
 	env         *Env
 	o           RealNodeOptions
