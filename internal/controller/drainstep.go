@@ -61,6 +61,14 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
 	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
 	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
+	c.Metrics.Evictions.WithLabelValues("refused").Add(float64(len(o.res.NotEvicted)))
+	c.Metrics.Evictions.WithLabelValues("stuck").Add(float64(len(o.res.Stuck)))
+	for _, pp := range o.res.NotEvicted {
+		c.reportPod(w, pp, "EvictionRefused", "eviction refused for good (not retried): "+pp.Reason)
+	}
+	for _, pp := range o.res.Stuck {
+		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (grace period plus --stuck-after, or --stuck-after after a deletion at the deadline): "+pp.Reason)
+	}
 	result := c.o.LifecycleTimeoutResult
 	switch {
 	case o.err == nil:
@@ -79,6 +87,10 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	case errors.Is(o.err, drain.ErrDeadline):
 		c.Metrics.Actions.WithLabelValues("drain", "deadline").Inc()
 		c.report(w, corev1.EventTypeWarning, "DeadlinePassed", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
+	case errors.Is(o.err, drain.ErrNotEvicted), errors.Is(o.err, drain.ErrStuck):
+		// Draining again would not help: the node is reported, not waited on.
+		c.Metrics.Actions.WithLabelValues("drain", "incomplete").Inc()
+		c.report(w, corev1.EventTypeWarning, "DrainIncomplete", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
 	default:
 		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
 		return o.err

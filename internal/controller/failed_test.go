@@ -3,15 +3,21 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -76,5 +82,45 @@ func TestFailingWorkNotifiesOnce(t *testing.T) {
 	waitFor(t, "a failed notification", func() bool { return len(n.phases()) > 0 })
 	if got := n.phases(); len(got) != 1 || got[0] != notify.PhaseFailed {
 		t.Errorf("notifications = %v, want exactly one %q", got, notify.PhaseFailed)
+	}
+}
+
+// refusingDrainer ends every drain with a pod whose eviction was refused
+// for good (an admission webhook's 403), as package drain reports it.
+type refusingDrainer struct{ fakeDrainer }
+
+func (r *refusingDrainer) Drain(context.Context, string, time.Time, func(drain.Progress)) (drain.Result, error) {
+	return drain.Result{Remaining: 1, NotEvicted: []drain.PodProblem{{Namespace: "ns", Name: "guarded", Reason: "admission webhook denied the request"}}},
+		fmt.Errorf("draining node node-a: %w", drain.ErrNotEvicted)
+}
+
+// Issue 14 item 5: a node whose pods cannot leave is reported (on the node
+// and on the pod) and its work ends; it is not retried forever.
+func TestRefusedEvictionIsReportedNotRetried(t *testing.T) {
+	index := nodes.New(fake.NewClientset(node("node-a", instA)), nodes.Options{})
+	rec := record.NewFakeRecorder(100)
+	d := &refusingDrainer{fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}}
+	c := New(Deps{Nodes: index, Drainer: d, Recorder: rec, Metrics: metrics.New(), Clock: clock.RealClock{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RetryBackoff: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); index.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+	<-c.Started()
+	c.Submit("node-a", instA, time.Time{}, events(t, spot(instA)), 1)
+	if s := settled(t, c); s != (Settlement{Ticket: 1, Outcome: Done}) {
+		t.Errorf("settled %+v, want ticket 1 done", s)
+	}
+	var got []string
+	for len(rec.Events) > 0 {
+		got = append(got, <-rec.Events)
+	}
+	for _, want := range []string{"Warning DrainIncomplete", "Warning EvictionRefused ns/guarded", "Warning EvictionRefused eviction refused"} {
+		if !slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, want) }) {
+			t.Errorf("no Event starting %q in %q", want, got)
+		}
 	}
 }

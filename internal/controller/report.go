@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -123,3 +124,12 @@ func (c *Controller) doneOnNode(node string) []string {
 
 // maxDoneEvents bounds the event IDs kept in AnnotationDoneEvents.
 const maxDoneEvents = 32
+
+// reportPod reports a pod the drain could not move: a Warning Event on the
+// node (with the pod's name) and on the pod itself, for its owners.
+func (c *Controller) reportPod(w *nodeWork, pp drain.PodProblem, reason, msg string) {
+	c.report(w, corev1.EventTypeWarning, reason, "drain", pp.Namespace+"/"+pp.Name+": "+msg)
+	if c.Recorder != nil {
+		c.Recorder.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: pp.Namespace, Name: pp.Name}, corev1.EventTypeWarning, reason, msg)
+	}
+}
