@@ -74,3 +74,39 @@ func TestFaultsMidDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestSpotDeadlineDuringPreStop: the instance goes while a pod would still
+// be in its preStop hook. A Spot notice whose two minutes are nearly over
+// (its time 112 s ago: 8 s left) reaches lifeboat; the pod's preStop takes
+// 20 s, its SIGTERM handler 1 s, its grace period is 60 s. lifeboat evicts
+// it with the grace period cut to AWS's deadline, so the kubelet ends the
+// hook early and sends SIGTERM in time: the hook is cut short (measured:
+// the kubelet's budget for preStop is the grace period), but the handler
+// finishes before the power-off, and lifeboat's Drained report says the
+// grace was cut.
+func TestSpotDeadlineDuringPreStop(t *testing.T) {
+	w := newWorld(t, worldOptions{lifeboat: true})
+	id := w.CreateGroup("late", 1)[0]
+	pod := w.workload("slow-hook", id, 20*time.Second, time.Second, 60*time.Second)
+	startWorkloads(w.Ctx, t, pod)
+
+	deadline := time.Now().Add(8 * time.Second)
+	w.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", deadline.Add(-2*time.Minute), map[string]string{"instance-id": id, "instance-action": "terminate"})
+	time.Sleep(time.Until(deadline))
+	w.terminate(id)
+	off, _ := w.machines.PoweredOff(id)
+	rec := readRecord(t, pod)
+	t.Logf("record: %s", rec)
+	if rec.Count(testenv.WorkloadPreStopBegin) != 1 || rec.Count(testenv.WorkloadPreStopEnd) != 0 {
+		t.Errorf("want the 20 s preStop hook begun once and cut short by the capped grace period; record: %s", rec)
+	}
+	if rec.Count(testenv.WorkloadSIGTERM) != 1 || !rec.Finished() {
+		t.Errorf("want SIGTERM and the handler finished despite the short notice; record: %s", rec)
+	}
+	if exit, ok := rec.At(testenv.WorkloadExit); ok && !exit.Before(off) {
+		t.Errorf("the process exited at %v, not before the power-off at %v", exit, off)
+	}
+	if n := w.Lifeboat.CountLogs(`"msg":"Drained"`, "grace cut to AWS's deadline"); n != 1 {
+		t.Errorf("lifeboat logged %d Drained reports with the grace cut to the deadline, want 1", n)
+	}
+}
