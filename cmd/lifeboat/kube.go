@@ -39,6 +39,11 @@ type kubeClients struct {
 	// main does the work: QPS/burst from the configuration, every request
 	// counted, writes only while the fence is open.
 	main kubernetes.Interface
+	// nodes writes cordons, taints and node annotations with a rate limiter
+	// of its own, so that a cordon never waits behind another node's
+	// evictions: what stops new pods landing on a dying node goes first.
+	// Counted and fenced like main.
+	nodes kubernetes.Interface
 	// events records Kubernetes Events with its own, smaller rate limit, so
 	// that reporting never delays a cordon or an eviction; fenced too.
 	events kubernetes.Interface
@@ -49,13 +54,22 @@ type kubeClients struct {
 
 func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fence *leader.Fence) (kubeClients, error) {
 	var c kubeClients
-	mc, ec, lc := rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc)
+	mc, nc, ec, lc := rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc)
 	mc.QPS, mc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	mc.Wrap(m.CountKubeRequests)
 	mc.Wrap(fence.Transport)
 	var err error
 	if c.main, err = kubernetes.NewForConfig(mc); err != nil {
 		return c, fmt.Errorf("kubernetes client: %w", err)
+	}
+	// Node writes are about one per interrupted node (cordon, then the
+	// events annotation cleared when done): a burst of a thousand is
+	// cordoned in a second or two, whatever the evictions queue holds.
+	nc.QPS, nc.Burst = nodeLaneQPS, nodeLaneBurst
+	nc.Wrap(m.CountKubeRequests)
+	nc.Wrap(fence.Transport)
+	if c.nodes, err = kubernetes.NewForConfig(nc); err != nil {
+		return c, fmt.Errorf("kubernetes node client: %w", err)
 	}
 	ec.QPS, ec.Burst = 20, 50
 	ec.Wrap(fence.Transport)
@@ -68,3 +82,9 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	}
 	return c, nil
 }
+
+// The node-write lane's rate limit (kubeClients.nodes).
+const (
+	nodeLaneQPS   = 500
+	nodeLaneBurst = 1000
+)

@@ -148,7 +148,7 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 	skipOwn := func(p *corev1.Pod) bool { return p.Name == a.cfg.PodName && p.Namespace == a.cfg.PodNamespace }
 	return drain.New(a.kube.main, a.clock, a.log, drain.Options{
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
-		Skip: skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName,
+		Skip: skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 	})
 }
 

@@ -145,6 +145,7 @@ type Controller struct {
 	done     map[string]time.Time   // finished event IDs
 	clamped  map[string]bool        // hooks whose too long heartbeat interval was reported
 	settled  chan Settlement
+	cordons  *cordonGate
 	wg       sync.WaitGroup
 }
 
@@ -153,7 +154,7 @@ func New(d Deps, o Options) *Controller {
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = time.Second
 	}
-	return &Controller{Deps: d, o: o, started: make(chan struct{}), settled: make(chan Settlement, settledBuffer),
+	return &Controller{Deps: d, o: o, started: make(chan struct{}), settled: make(chan Settlement, settledBuffer), cordons: newCordonGate(),
 		work: map[string]*nodeWork{}, launches: map[string]*actionWork{}, done: map[string]time.Time{}, clamped: map[string]bool{}}
 }
 
@@ -281,6 +282,8 @@ func (c *Controller) submit(node, instanceID string, sent time.Time, evs []event
 			wake: make(chan struct{}, 1), beats: map[string]*beat{}, reported: map[string]bool{},
 			notified: map[notify.Phase]bool{}}
 		c.work[node] = w
+		w.gated = true
+		c.cordons.add()
 		c.Metrics.NodesInFlight.Inc()
 		c.spawn(func() { c.runNode(c.ctx, w) })
 	}

@@ -45,6 +45,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		draining(pr.Total)
 	}
 	go func() {
+		c.cordons.wait(dctx, c.Clock) // other nodes' cordons first
 		res, err := c.Drainer.Drain(dctx, w.name, p.Deadline, progress)
 		done <- outcome{res, err}
 	}()

@@ -28,6 +28,18 @@ type nodeWork struct {
 	beats      map[string]*beat // heartbeat loops by token
 	reported   map[string]bool  // Event reasons already reported
 	notified   map[notify.Phase]bool
+	gated      bool // counted in c.cordons until its first cordon is done
+}
+
+// cordoned releases the node's place in the cordon gate (once).
+func (c *Controller) cordoned(w *nodeWork) {
+	c.mu.Lock()
+	gated := w.gated
+	w.gated = false
+	c.mu.Unlock()
+	if gated {
+		c.cordons.done()
+	}
 }
 
 // snapshot returns the node's events (sorted by ID for determinism).
@@ -143,6 +155,9 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	if err != nil {
 		return nil, err
 	}
+	if !p.Act || p.Undo {
+		c.cordoned(w) // nothing to cordon now
+	}
 	if !p.Act {
 		if p.NotBefore.IsZero() {
 			return nil, nil
@@ -165,6 +180,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		maps.Copy(annotations, c.o.CordonAnnotations(w.name, dueEvents(evs, p)))
 	}
 	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), annotations)
+	c.cordoned(w)
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()
 		return nil, err
@@ -208,6 +224,7 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 	tickets := w.tickets
 	c.mu.Unlock()
 	c.Metrics.NodesInFlight.Dec()
+	c.cordoned(w)
 	if len(evs) > 0 {
 		// The node is done: forget its events, keep the cordon and taints.
 		err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
@@ -265,6 +282,7 @@ func (c *Controller) abandon(w *nodeWork) {
 	}
 	c.mu.Unlock()
 	c.Metrics.NodesInFlight.Dec()
+	c.cordoned(w)
 }
 
 // pruneDone forgets finished events after a day. Called with c.mu held.

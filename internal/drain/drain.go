@@ -42,6 +42,11 @@ type Options struct {
 	// NodeCache returns the cached node (informer), so that cordoning needs
 	// no GET; nil: always read from the API server.
 	NodeCache func(name string) (*corev1.Node, bool)
+	// NodeClient, if set, makes every node write and read (cordon, taints,
+	// annotations, uncordon): a client with a rate limiter of its own, so
+	// that a cordon never waits behind other nodes' evictions. nil: the
+	// client evictions use.
+	NodeClient kubernetes.Interface
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of its grace
 	// period (counted from when the wait began) is reported stuck
@@ -54,7 +59,8 @@ type Options struct {
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
 type Drainer struct {
-	client     kubernetes.Interface
+	client     kubernetes.Interface // pods and evictions
+	nodes      kubernetes.Interface // node reads and writes
 	clock      clock.WithTicker
 	log        *slog.Logger
 	backoff    time.Duration
@@ -84,7 +90,10 @@ func New(client kubernetes.Interface, clk clock.WithTicker, log *slog.Logger, o 
 	if o.StuckAfter <= 0 {
 		o.StuckAfter = DefaultStuckAfter
 	}
-	d := &Drainer{client: client, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
+	if o.NodeClient == nil {
+		o.NodeClient = client
+	}
+	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter}
 	d.post = d.postREST

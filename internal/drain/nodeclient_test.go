@@ -1,0 +1,46 @@
+package drain_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+)
+
+// Issue 16: node writes go through Options.NodeClient (a client with its
+// own rate limiter, so that a cordon never waits behind evictions), and
+// the eviction client sends none.
+func TestNodeWritesUseTheNodeClient(t *testing.T) {
+	ctx := context.Background()
+	pods := fake.NewClientset()
+	nodeLane := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	d := drain.New(pods, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{NodeClient: nodeLane})
+	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot", map[string]string{"lifeboat.io/events": "[]"}); err != nil {
+		t.Fatalf("Cordon: %v", err)
+	}
+	if err := d.SetAnnotations(ctx, "n", map[string]string{"lifeboat.io/drained": "now"}); err != nil {
+		t.Fatalf("SetAnnotations: %v", err)
+	}
+	if _, err := d.Uncordon(ctx, "n", "lifeboat.io/", []string{"lifeboat.io/events"}); err != nil {
+		t.Fatalf("Uncordon: %v", err)
+	}
+	if n := len(pods.Actions()); n != 0 {
+		t.Errorf("the eviction client made %d node requests: %v", n, pods.Actions())
+	}
+	var writes int
+	for _, a := range nodeLane.Actions() {
+		if a.GetVerb() == "update" || a.GetVerb() == "patch" {
+			writes++
+		}
+	}
+	if writes != 3 {
+		t.Errorf("node lane made %d writes, want 3 (cordon, annotations, uncordon)", writes)
+	}
+}
