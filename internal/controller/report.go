@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -54,11 +52,11 @@ func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
 	c.mu.Lock()
 	w.reported[reason] = true
 	c.mu.Unlock()
-	level := slog.LevelInfo
+	log := c.Log.Info
 	if typ == corev1.EventTypeWarning {
-		level = slog.LevelWarn
+		log = c.Log.Warn
 	}
-	c.Log.Log(context.Background(), level, reason, "node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg)
+	log(reason, "node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg)
 	if c.Recorder != nil {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
 		c.Recorder.Event(ref, typ, reason, msg)
