@@ -10,7 +10,7 @@ import (
 
 // spotDeadline is the scaled Spot notice: AWS gives two minutes, the test
 // powers the instance off this long after the notice.
-const spotDeadline = 10 * time.Second
+const spotDeadline = 12 * time.Second
 
 // TestSpotInterruptionEventBridge is seed 002 (F3) on real pods. A Spot
 // interruption warning reaches the queue through EventBridge; the instance
