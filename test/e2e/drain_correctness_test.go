@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -152,7 +153,7 @@ func TestDrainLateDeadlineIsGraceful(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	h.PutEvent("aws.ec2", "EC2 Instance State-change Notification", time.Now(), map[string]string{"instance-id": id, "state": "stopping"})
+	h.PutEvent(route.SourceEC2, route.StateChange, time.Now(), map[string]string{"instance-id": id, "state": "stopping"})
 	// The deletion as the API server recorded it: the grace period of the
 	// first update that set deletionTimestamp, and whether the pod was
 	// removed without one.
@@ -211,7 +212,7 @@ func TestDrainEvictionConflictRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
+	h.PutEvent(route.SourceEC2, route.SpotInterruption, sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
 	// The Spot deadline is 2 minutes away; the retry backoff is 500 ms.
 	h.Eventually(30*time.Second, "the pod evicted after two 409s", func() bool { return !h.podExists(ns, pod.Name) })
 	if n := wh.evictions(pod.Name); n < 3 {
@@ -251,7 +252,7 @@ func TestDrainRefusedEvictionKeepsDraining(t *testing.T) {
 	// The notice was sent 100 s ago: 20 s are left before AWS acts.
 	sent := time.Now().Add(-100 * time.Second)
 	deadline := sent.Add(2 * time.Minute)
-	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
+	h.PutEvent(route.SourceEC2, route.SpotInterruption, sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
 	h.Eventually(time.Until(deadline)-2*time.Second, "the other pod and the critical pod evicted before the deadline", func() bool {
 		return !h.podExists(ns, other.Name) && !h.podExists(ns, critical.Name)
 	})
@@ -295,7 +296,7 @@ func TestDrainFinalizerDoesNotHoldTheNode(t *testing.T) {
 	})
 	// A state change: the deadline is now, so the pod is force-deleted at
 	// once, and the finalizer keeps its object.
-	h.PutEvent("aws.ec2", "EC2 Instance State-change Notification", time.Now(), map[string]string{"instance-id": id, "state": "stopping"})
+	h.PutEvent(route.SourceEC2, route.StateChange, time.Now(), map[string]string{"instance-id": id, "state": "stopping"})
 	h.Eventually(20*time.Second, "the pod deleted with grace 0 (force) and held by its finalizer", func() bool {
 		p, err := kube.Client.CoreV1().Pods(ns).Get(h.Ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp != nil && ptr.Deref(p.DeletionGracePeriodSeconds, -1) == 0

@@ -10,6 +10,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -217,7 +218,7 @@ func TestSpotInterruption(t *testing.T) {
 	// The notice was sent 108 s ago: 12 s are left before AWS acts.
 	sent := time.Now().Add(-108 * time.Second)
 	deadline := sent.Add(2 * time.Minute)
-	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
+	h.PutEvent(route.SourceEC2, route.SpotInterruption, sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
 	put := time.Now()
 	h.Eventually(10*time.Second, "node cordoned and tainted", func() bool {
 		n := h.Node(node)
@@ -263,7 +264,7 @@ func TestHealthScheduledChangeSeveralInstances(t *testing.T) {
 	}
 	sent := time.Now().UTC().Truncate(time.Second)
 	for range 3 { // one event and two duplicates
-		h.PutEvent("aws.health", "AWS Health Event", sent, detail)
+		h.PutEvent(route.SourceHealth, route.Health, sent, detail)
 	}
 	for i, id := range ids {
 		node := h.NodeName(id)
@@ -274,7 +275,7 @@ func TestHealthScheduledChangeSeveralInstances(t *testing.T) {
 		})
 	}
 	// A fourth copy after the drains: recognised as done.
-	h.PutEvent("aws.health", "AWS Health Event", sent, detail)
+	h.PutEvent(route.SourceHealth, route.Health, sent, detail)
 	time.Sleep(3 * time.Second)
 	for _, id := range ids {
 		node := h.NodeName(id)
@@ -304,7 +305,7 @@ func TestRebalance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.PutEvent("aws.ec2", "EC2 Instance Rebalance Recommendation", time.Now(), map[string]string{"instance-id": id})
+			h.PutEvent(route.SourceEC2, route.RebalanceRecommendation, time.Now(), map[string]string{"instance-id": id})
 			h.Eventually(10*time.Second, "node cordoned and tainted", func() bool {
 				n := h.Node(node)
 				return n.Spec.Unschedulable && testenv.HasTaint(n, "lifeboat.io/rebalance-recommendation")

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -26,7 +27,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": id, "instance-action": "terminate"})
+	h.PutEvent(route.SourceEC2, route.SpotInterruption, time.Now(), map[string]string{"instance-id": id, "instance-action": "terminate"})
 	if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(0)}); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestSharedQueueForeignInstances(t *testing.T) {
 			}
 			h.PutHook(foreignGroup, "launch", launching, 5, "CONTINUE")
 			foreign := testenv.RandomInstanceID()
-			h.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", time.Now(), map[string]string{"instance-id": foreign, "instance-action": "terminate"})
+			h.PutEvent(route.SourceEC2, route.SpotInterruption, time.Now(), map[string]string{"instance-id": foreign, "instance-action": "terminate"})
 			if _, err := h.AS.SetDesiredCapacity(h.Ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(foreignGroup), DesiredCapacity: aws.Int32(1)}); err != nil {
 				t.Fatal(err)
 			}

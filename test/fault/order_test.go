@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -93,7 +94,7 @@ func TestDuplicatesAndOrder(t *testing.T) {
 		for _, id := range health[2*(page-1) : 2*page] {
 			entities = append(entities, map[string]string{"entityValue": id, "status": "PENDING"})
 		}
-		w.PutEvent("aws.health", "AWS Health Event", time.Now(), map[string]any{
+		w.PutEvent(route.SourceHealth, route.Health, time.Now(), map[string]any{
 			"eventArn": arn, "service": "EC2", "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
 			"eventTypeCategory": "scheduledChange", "startTime": start, "statusCode": "upcoming",
 			"page": fmt.Sprint(page), "totalPages": "2", "affectedEntities": entities,

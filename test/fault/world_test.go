@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -108,7 +109,7 @@ func (w *world) terminate(instanceID string) {
 // spot publishes a Spot interruption warning for an instance.
 func (w *world) spot(instanceID string, sent time.Time) {
 	w.t.Helper()
-	w.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": instanceID, "instance-action": "terminate"})
+	w.PutEvent(route.SourceEC2, route.SpotInterruption, sent, map[string]string{"instance-id": instanceID, "instance-action": "terminate"})
 }
 
 // send puts a raw body on the queue.
