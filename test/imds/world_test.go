@@ -55,6 +55,8 @@ type worldOptions struct {
 	poll time.Duration
 	// hide are metadata paths the proxy answers 404 until shown.
 	hide []string
+	// bin overrides the suite's lifeboat binary.
+	bin string
 }
 
 func newWorld(t testing.TB, o worldOptions) *world {
@@ -101,7 +103,11 @@ func newWorld(t testing.TB, o worldOptions) *world {
 		"--eviction-backoff", "500ms",
 		"--log-level", "debug",
 	}, o.flags...)
-	w.lb, err = testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: lifeboatBin, Args: args, Dir: t.TempDir()})
+	bin := lifeboatBin
+	if o.bin != "" {
+		bin = o.bin
+	}
+	w.lb, err = testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Args: args, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

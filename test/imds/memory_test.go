@@ -1,0 +1,127 @@
+package imds
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// BenchmarkIMDSMemory measures what IMDS mode costs a node while idle: the
+// release build (the Makefile's flags, stripped) of each binary that can
+// run IMDS mode, polling a quiet metadata mock at the chart's default
+// interval (1 s) against the real API server, for LIFEBOAT_BENCH_IDLE
+// (default 90 s) after it is ready. It prints the binary's size, VmRSS,
+// VmHWM, the file-backed and anonymous parts of the RSS, the Go heap in
+// use and the CPU time, extrapolated to an hour. The binaries run one after
+// another in the same run, so the figures compare. LIFEBOAT_BENCH_BINARIES
+// (comma-separated paths) runs given binaries instead, e.g. a build of an
+// earlier commit beside this one's.
+//
+//	flock /tmp/lifeboat-testbed.lock go test -count=1 -p 1 ./test/imds -run '^$' -bench IMDSMemory -benchtime 1x
+//	LIFEBOAT_BENCH_IDLE=10m ... (the 10 minutes)
+func BenchmarkIMDSMemory(b *testing.B) {
+	idle := 90 * time.Second
+	if v := os.Getenv("LIFEBOAT_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("LIFEBOAT_BENCH_IDLE: %v", err)
+		}
+		idle = d
+	}
+	var bins []string
+	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
+		bins = strings.Split(v, ",")
+	} else {
+		for _, pkg := range imdsBinaries {
+			bins = append(bins, releaseBinary(b, pkg))
+		}
+	}
+	for _, bin := range bins {
+		b.Run(filepath.Base(bin), func(b *testing.B) {
+			for range b.N {
+				benchIMDSMemory(b, bin, idle)
+			}
+		})
+	}
+}
+
+// imdsBinaries are the packages whose binary runs IMDS mode.
+var imdsBinaries = []string{"./cmd/lifeboat"}
+
+func benchIMDSMemory(b *testing.B, bin string, idle time.Duration) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWorld(b, worldOptions{
+		imds: testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true},
+		poll: time.Second, bin: bin, flags: []string{"--log-level", "info"},
+	})
+	w.eventually(30*time.Second, "ready", func() bool { return w.readyz() == 200 })
+	cpu0 := w.metric("process_cpu_seconds_total")
+	time.Sleep(idle)
+	cpu1 := w.metric("process_cpu_seconds_total")
+	heap := w.metric("go_memstats_heap_inuse_bytes")
+	st, err := procStatus(w.lb.Process().Pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpuPerHour := (cpu1 - cpu0) / idle.Hours()
+	b.ReportMetric(float64(st["VmRSS"])/(1<<20), "rss-MiB")
+	b.ReportMetric(float64(st["VmHWM"])/(1<<20), "hwm-MiB")
+	b.ReportMetric(float64(st["RssFile"])/(1<<20), "rss-file-MiB")
+	b.ReportMetric(float64(st["RssAnon"])/(1<<20), "rss-anon-MiB")
+	b.ReportMetric(heap/(1<<20), "heap-inuse-MiB")
+	b.ReportMetric(cpuPerHour, "cpu-s/h")
+	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
+	fmt.Printf("IMDS mode idle, %s (%.1f MB stripped), poll 1 s, %v: VmRSS %.1f MiB, VmHWM %.1f MiB (file-backed %.1f MiB, anonymous %.1f MiB), Go heap in use %.1f MiB, CPU %.2f s in %v = %.1f s/h\n",
+		filepath.Base(bin), float64(fi.Size())/1e6, idle, mib(st["VmRSS"]), mib(st["VmHWM"]), mib(st["RssFile"]), mib(st["RssAnon"]),
+		heap/(1<<20), cpu1-cpu0, idle, cpuPerHour)
+}
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// releaseBinary builds pkg with the Makefile's release flags (stripped)
+// and returns its path.
+func releaseBinary(b *testing.B, pkg string) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=bench", "-o", bin, pkg)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// procStatus returns the kB fields of /proc/PID/status (VmRSS, VmHWM,
+// RssAnon, RssFile…) in KiB.
+func procStatus(pid int) (map[string]int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		v, isKB := strings.CutSuffix(strings.TrimSpace(v), " kB")
+		if !ok || !isKB {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			out[k] = n
+		}
+	}
+	return out, sc.Err()
+}
