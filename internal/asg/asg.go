@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 type autoscalingAPI interface {
@@ -33,20 +34,20 @@ type autoscalingAPI interface {
 
 var _ autoscalingAPI = (*autoscaling.Client)(nil)
 
-// ErrNoActiveAction means Auto Scaling has no such action any more: it was
-// completed by someone else, timed out, or never existed. It is final.
-var ErrNoActiveAction = errors.New("no active lifecycle action")
+// The lifecycle types, here under their old names for the callers that
+// use both (package lifecycle has them without the SDK).
+type (
+	// Hook is lifecycle.Hook.
+	Hook = lifecycle.Hook
+	// Interval is lifecycle.Interval.
+	Interval = lifecycle.Interval
+)
 
-// MaxGlobalTimeout is AWS's cap on a lifecycle action's life.
-const MaxGlobalTimeout = 48 * time.Hour
+// ErrNoActiveAction is lifecycle.ErrNoActiveAction.
+var ErrNoActiveAction = lifecycle.ErrNoActiveAction
 
-// Hook is what lifeboat needs to know about a lifecycle hook.
-type Hook struct {
-	HeartbeatTimeout time.Duration
-	// GlobalTimeout is min(100 × HeartbeatTimeout, 48 h) unless AWS says otherwise.
-	GlobalTimeout time.Duration
-	DefaultResult string
-}
+// MaxGlobalTimeout is lifecycle.MaxGlobalTimeout.
+const MaxGlobalTimeout = lifecycle.MaxGlobalTimeout
 
 // Client wraps the Auto Scaling API.
 type Client struct {
@@ -176,7 +177,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		if !until.IsZero() && !c.clock.Now().Before(until) {
 			return nil
 		}
-		wait, changed := interval.get()
+		wait, changed := interval.Watch()
 		err := c.Heartbeat(ctx, instanceID, a)
 		switch {
 		case err == nil:
@@ -209,44 +210,6 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 		case <-t.C():
 		}
 	}
-}
-
-// Interval is a heartbeat interval that may change while KeepAlive waits on
-// it. It is safe for concurrent use.
-type Interval struct {
-	mu      sync.Mutex
-	d       time.Duration
-	changed chan struct{} // closed (and replaced) by Set
-}
-
-// NewInterval returns an Interval of d.
-func NewInterval(d time.Duration) *Interval {
-	return &Interval{d: d, changed: make(chan struct{})}
-}
-
-// Set changes the interval; a KeepAlive waiting on the old one heartbeats
-// at once and then waits the new one.
-func (i *Interval) Set(d time.Duration) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if d == i.d {
-		return
-	}
-	i.d = d
-	close(i.changed)
-	i.changed = make(chan struct{})
-}
-
-// Get returns the current interval.
-func (i *Interval) Get() time.Duration {
-	d, _ := i.get()
-	return d
-}
-
-func (i *Interval) get() (time.Duration, <-chan struct{}) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.d, i.changed
 }
 
 // Owned reports whether a group belongs to this cluster: it is named in
@@ -292,31 +255,18 @@ func classify(err error) error {
 	return err
 }
 
-// UnknownHookInterval is the heartbeat interval while a hook's timeout is
-// not known (reading it failed or is still under way): a third of the
-// shortest heartbeat timeout AWS allows (30 s).
-const UnknownHookInterval = 10 * time.Second
+// UnknownHookInterval is lifecycle.UnknownHookInterval.
+const UnknownHookInterval = lifecycle.UnknownHookInterval
 
-// HeartbeatInterval is the interval to use for a hook: configured, or half
-// the hook's heartbeat timeout. A configured interval is never longer than
-// half the timeout, so that a failed heartbeat can be retried before the
-// action times out; clamped reports that it was cut.
-func HeartbeatInterval(configured time.Duration, h Hook) (interval time.Duration, clamped bool) {
-	most := max(h.HeartbeatTimeout/2, 500*time.Millisecond)
-	if configured <= 0 {
-		return most, false
-	}
-	if configured > most {
-		return most, true
-	}
-	return configured, false
+// HeartbeatInterval is lifecycle.HeartbeatInterval.
+func HeartbeatInterval(configured time.Duration, h Hook) (time.Duration, bool) {
+	return lifecycle.HeartbeatInterval(configured, h)
 }
 
-// IntervalUnknownHook is the interval to use before a hook's timeout is
-// known: configured, but never longer than UnknownHookInterval.
+// IntervalUnknownHook is lifecycle.IntervalUnknownHook.
 func IntervalUnknownHook(configured time.Duration) time.Duration {
-	if configured > 0 {
-		return min(configured, UnknownHookInterval)
-	}
-	return UnknownHookInterval
+	return lifecycle.IntervalUnknownHook(configured)
 }
+
+// NewInterval is lifecycle.NewInterval.
+func NewInterval(d time.Duration) *Interval { return lifecycle.NewInterval(d) }

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
@@ -49,9 +49,9 @@ type nodeDrainer interface {
 }
 
 type lifecycleAPI interface {
-	Hook(ctx context.Context, group, hook string) (asg.Hook, error)
+	Hook(ctx context.Context, group, hook string) (lifecycle.Hook, error)
 	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
-	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *asg.Interval, until time.Time, beat func(error)) error
+	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *lifecycle.Interval, until time.Time, beat func(error)) error
 	Owned(ctx context.Context, group string) (bool, error)
 }
 

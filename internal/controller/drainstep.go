@@ -9,9 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
@@ -110,7 +110,7 @@ func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []eve
 		case err == nil:
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
 			c.report(w, corev1.EventTypeNormal, "LifecycleCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s completed with %s", a.GroupName, a.HookName, result))
-		case errors.Is(err, asg.ErrNoActiveAction):
+		case errors.Is(err, lifecycle.ErrNoActiveAction):
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
 			c.Metrics.LifecycleLost.WithLabelValues("terminate").Inc()
 			c.report(w, corev1.EventTypeNormal, "LifecycleAlreadyCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s was already completed or timed out", a.GroupName, a.HookName))

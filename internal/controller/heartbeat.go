@@ -9,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 // hookRetryMax bounds the backoff between failed reads of a lifecycle hook.
@@ -20,10 +20,10 @@ const hookRetryMax = time.Minute
 // a conservative interval, and learns the hook's timeouts beside it.
 type beat struct {
 	stop     context.CancelFunc
-	interval *asg.Interval
+	interval *lifecycle.Interval
 
 	mu      sync.Mutex
-	hook    asg.Hook
+	hook    lifecycle.Hook
 	known   bool      // hook read
 	unknown bool      // a plan was made while the hook was unknown: replan when it is read
 	lastOK  time.Time // the last recorded heartbeat (the start, before any)
@@ -32,7 +32,7 @@ type beat struct {
 }
 
 // Hook returns the action's hook once it has been read.
-func (b *beat) Hook() (asg.Hook, bool) {
+func (b *beat) Hook() (lifecycle.Hook, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.hook, b.known
@@ -70,10 +70,10 @@ func (b *beat) deadline(started time.Time) (time.Time, bool) {
 // deadline moves earlier).
 func (c *Controller) keepAlive(ctx context.Context, w *nodeWork, instanceID string, a event.LifecycleAction, until time.Time, changed func()) *beat {
 	bctx, stop := context.WithCancel(ctx)
-	b := &beat{stop: stop, interval: asg.NewInterval(asg.IntervalUnknownHook(c.o.HeartbeatInterval)), lastOK: c.Clock.Now()}
+	b := &beat{stop: stop, interval: lifecycle.NewInterval(lifecycle.IntervalUnknownHook(c.o.HeartbeatInterval)), lastOK: c.Clock.Now()}
 	c.spawn(func() {
 		err := c.ASG.KeepAlive(bctx, instanceID, a, b.interval, until, func(err error) { c.beaten(w, a, b, err, changed) })
-		if errors.Is(err, asg.ErrNoActiveAction) {
+		if errors.Is(err, lifecycle.ErrNoActiveAction) {
 			c.Metrics.LifecycleCalls.WithLabelValues("heartbeat", "gone").Inc()
 			c.Log.Info("lifecycle action gone; heartbeats stopped", "instanceID", instanceID, "group", a.GroupName, "hook", a.HookName)
 		}
@@ -89,7 +89,7 @@ func (c *Controller) readHook(ctx context.Context, w *nodeWork, instanceID strin
 	for {
 		h, err := c.ASG.Hook(ctx, a.GroupName, a.HookName)
 		if err == nil {
-			interval, clamped := asg.HeartbeatInterval(c.o.HeartbeatInterval, h)
+			interval, clamped := lifecycle.HeartbeatInterval(c.o.HeartbeatInterval, h)
 			if clamped {
 				c.warnClamped(a, interval, h)
 			}
@@ -161,7 +161,7 @@ func (c *Controller) warnAction(w *nodeWork, instanceID, reason, msg string) {
 
 // warnClamped says once per hook that the configured heartbeat interval is
 // too long for it.
-func (c *Controller) warnClamped(a event.LifecycleAction, interval time.Duration, h asg.Hook) {
+func (c *Controller) warnClamped(a event.LifecycleAction, interval time.Duration, h lifecycle.Hook) {
 	key := a.GroupName + "/" + a.HookName
 	c.mu.Lock()
 	seen := c.clamped[key]

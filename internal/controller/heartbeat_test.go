@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -34,7 +34,7 @@ type fakeLifecycle struct {
 	owned     bool
 	hookGate  chan struct{} // Hook waits for it when not nil
 	hookErr   error         // Hook fails with it when not nil
-	hook      asg.Hook
+	hook      lifecycle.Hook
 	beating   int // KeepAlive loops running now
 	started   int // KeepAlive loops started
 	intervals []time.Duration
@@ -46,7 +46,7 @@ type fakeLifecycle struct {
 
 func (f *fakeLifecycle) Owned(context.Context, string) (bool, error) { return f.owned, nil }
 
-func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (asg.Hook, error) {
+func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, error) {
 	f.mu.Lock()
 	f.beatRunningAtHook = append(f.beatRunningAtHook, f.beating > 0)
 	gate, err := f.hookGate, f.hookErr
@@ -55,11 +55,11 @@ func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (asg.Hook, error)
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return asg.Hook{}, ctx.Err()
+			return lifecycle.Hook{}, ctx.Err()
 		}
 	}
 	if err != nil {
-		return asg.Hook{}, err
+		return lifecycle.Hook{}, err
 	}
 	return f.hook, nil
 }
@@ -72,7 +72,7 @@ func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleA
 	return nil
 }
 
-func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *asg.Interval, _ time.Time, beat func(error)) error {
+func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *lifecycle.Interval, _ time.Time, beat func(error)) error {
 	f.mu.Lock()
 	f.beating++
 	f.started++
@@ -150,7 +150,7 @@ func lifecycleBody(transition, instance, token string) []byte {
 // of the hook (it hangs here) neither delays the heartbeats nor the
 // completion, which happens before the heartbeats stop.
 func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
-	lc := &fakeLifecycle{owned: true, hookGate: make(chan struct{}), hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+	lc := &fakeLifecycle{owned: true, hookGate: make(chan struct{}), hook: lifecycle.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
 	c, _, client := startLifecycle(t, lc, nil, false)
 	c.SubmitAction(events(t, lifecycleBody(event.TransitionLaunching, instA, "tok-launch"))[0], 1)
 	waitFor(t, "heartbeats while the hook read hangs", func() bool { return lc.snapshot().beating > 0 })
@@ -166,8 +166,8 @@ func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
 	if len(s.beatRunningAtComplete) != 1 || !s.beatRunningAtComplete[0] || s.completed[0] != "CONTINUE" {
 		t.Errorf("completed %v, heartbeats running at completion %v; want one CONTINUE, completed before heartbeats stopped", s.completed, s.beatRunningAtComplete)
 	}
-	if s.intervals[0] != asg.UnknownHookInterval {
-		t.Errorf("first heartbeat interval %v with the hook unknown; want %v", s.intervals[0], asg.UnknownHookInterval)
+	if s.intervals[0] != lifecycle.UnknownHookInterval {
+		t.Errorf("first heartbeat interval %v with the hook unknown; want %v", s.intervals[0], lifecycle.UnknownHookInterval)
 	}
 }
 
@@ -181,8 +181,8 @@ func TestTerminateActionHeartbeatedWhenHookCannotBeRead(t *testing.T) {
 	c.Submit("node-a", instA, time.Time{}, events(t, lifecycleBody(event.TransitionTerminating, instA, "tok-term")), 1)
 	waitFor(t, "heartbeats to start", func() bool { return lc.snapshot().started > 0 })
 	waitFor(t, "the hook read to be retried", func() bool { return len(lc.snapshot().beatRunningAtHook) >= 3 })
-	if s := lc.snapshot(); s.intervals[0] != asg.UnknownHookInterval {
-		t.Errorf("heartbeat interval %v with the hook unknown; want %v", s.intervals[0], asg.UnknownHookInterval)
+	if s := lc.snapshot(); s.intervals[0] != lifecycle.UnknownHookInterval {
+		t.Errorf("heartbeat interval %v with the hook unknown; want %v", s.intervals[0], lifecycle.UnknownHookInterval)
 	}
 	if n := counterValue(t, m.LifecycleCalls.WithLabelValues("describe-hook", "error")); n < 3 {
 		t.Errorf("lifeboat_lifecycle_calls_total{call=describe-hook,result=error} = %v; want ≥ 3", n)
@@ -212,7 +212,7 @@ func TestTerminateActionOfInstanceWithoutNode(t *testing.T) {
 		{"another cluster's group: left for it", false, nil, Foreign},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lc := &fakeLifecycle{owned: tc.owned, hook: asg.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+			lc := &fakeLifecycle{owned: tc.owned, hook: lifecycle.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
 			c, _, _ := startLifecycle(t, lc, nil, false, readyNode("node-a", instA))
 			c.SubmitAction(events(t, lifecycleBody(event.TransitionTerminating, instB, "tok-orphan"))[0], 7)
 			s := settled(t, c)

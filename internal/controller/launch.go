@@ -9,9 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
@@ -160,7 +160,7 @@ func (c *Controller) completeAction(ctx context.Context, log *slog.Logger, e eve
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
 		log.Info(transition+" lifecycle action completed", "result", result, "why", why)
 		return nil
-	case errors.Is(err, asg.ErrNoActiveAction):
+	case errors.Is(err, lifecycle.ErrNoActiveAction):
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
 		c.Metrics.LifecycleLost.WithLabelValues(transition).Inc()
 		msg := fmt.Sprintf("%s lifecycle action %s/%s was no longer active when lifeboat completed it (%s): it timed out, and AWS applied the hook's default result, or someone else completed it",
