@@ -1,3 +1,5 @@
+//go:build !imdsonly
+
 package main
 
 import (
