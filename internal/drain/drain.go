@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -23,6 +23,14 @@ const mergePatch = types.MergePatchType
 
 // DefaultStuckAfter is Options.StuckAfter when it is not set.
 const DefaultStuckAfter = time.Minute
+
+// Client is the part of a Kubernetes clientset the Drainer uses: the core
+// API group (nodes, pods, the eviction subresource through its REST
+// client). A kubernetes.Interface is one; so is a bare core/v1 client, which
+// does not link every API group's typed client.
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+}
 
 // Options configure a Drainer.
 type Options struct {
@@ -46,7 +54,7 @@ type Options struct {
 	// annotations, uncordon): a client with a rate limiter of its own, so
 	// that a cordon never waits behind other nodes' evictions. nil: the
 	// client evictions use.
-	NodeClient kubernetes.Interface
+	NodeClient Client
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of its grace
 	// period (counted from when the wait began) is reported stuck
@@ -59,8 +67,8 @@ type Options struct {
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
 type Drainer struct {
-	client     kubernetes.Interface // pods and evictions
-	nodes      kubernetes.Interface // node reads and writes
+	client     Client // pods and evictions
+	nodes      Client // node reads and writes
 	clock      clock.WithTicker
 	log        *slog.Logger
 	backoff    time.Duration
@@ -77,7 +85,7 @@ type Drainer struct {
 }
 
 // New returns a Drainer.
-func New(client kubernetes.Interface, clk clock.WithTicker, log *slog.Logger, o Options) *Drainer {
+func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drainer {
 	if o.Backoff <= 0 {
 		o.Backoff = 5 * time.Second
 	}

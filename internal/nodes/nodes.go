@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/event"
@@ -38,8 +38,14 @@ type Options struct {
 	Resync time.Duration
 }
 
+// Client is the part of a Kubernetes clientset the Index uses (a
+// kubernetes.Interface is one).
+type Client interface {
+	CoreV1() typedcorev1.CoreV1Interface
+}
+
 // New returns an index; call Run to fill it.
-func New(client kubernetes.Interface, o Options) *Index {
+func New(client Client, o Options) *Index {
 	tweak := func(lo *metav1.ListOptions) {
 		if o.OnlyNode != "" {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.OnlyNode).String()
