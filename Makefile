@@ -16,13 +16,13 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock
 
-.PHONY: all build tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps
+.PHONY: all build build-imds tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps
 
 # Debian packages the tests and the demo need (installed by `make deps`, which
 # `make test` and `make demo` run): the real node's container runtime and CNI
 # plugins, and the browser that checks the demo page.
 DEBIAN_PACKAGES := containerd runc containernetworking-plugins iptables chromium
-all: build
+all: build build-imds
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # The same flags as the Dockerfile's build stage.
@@ -30,6 +30,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lifeboat ./cmd/lifeboat
+
+# build-imds builds lifeboat-imds, the IMDS-mode-only build of the same
+# command for the DaemonSet (no AWS service clients: docs/benchmarks.md).
+build-imds:
+	CGO_ENABLED=0 $(GO) build -tags imdsonly -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lifeboat-imds ./cmd/lifeboat
 
 # image builds the container image (Dockerfile) for PLATFORMS with docker
 # buildx; add --push through IMAGE_FLAGS. Not part of `make test`: CI has no
