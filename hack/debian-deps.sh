@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and the demo need when they are
 # missing: containerd, runc and the CNI plugins for the real node of the
-# testbed, chromium for the browser test of the demo page. As root it runs
+# testbed (and iproute2 for its teardown), chromium for the browser test
+# of the demo page. As root it runs
 # apt-get itself; otherwise it stops with the one command to run.
 # Usage: hack/debian-deps.sh PACKAGE...
 set -euo pipefail
