@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
 
@@ -70,19 +71,26 @@ func node(name, instance string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}}
 }
 
-// start runs a controller for nodes node-a (instA) and node-b (instB).
-func start(t *testing.T) (*Controller, *fakeDrainer) {
+// run starts a node index over client (restricted by no) and a controller
+// with d and o (Metrics, Clock and Log default to fresh, real and
+// discarding), waits until it has started and stops both when the test ends.
+func run(t *testing.T, client kubernetes.Interface, no nodes.Options, d Deps, o Options) *Controller {
 	t.Helper()
-	client := fake.NewClientset(node("node-a", instA), node("node-b", instB))
-	index := nodes.New(client, nodes.Options{})
+	d.Nodes = nodes.New(client, no)
+	if d.Metrics == nil {
+		d.Metrics = metrics.New()
+	}
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := New(d, o)
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
-	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clock.RealClock{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.ScheduledChange}}})
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
+	go func() { defer wg.Done(); d.Nodes.Run(ctx) }()
 	go func() { defer wg.Done(); _ = c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	select {
@@ -90,6 +98,15 @@ func start(t *testing.T) (*Controller, *fakeDrainer) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("controller did not start")
 	}
+	return c
+}
+
+// start runs a controller for nodes node-a (instA) and node-b (instB).
+func start(t *testing.T) (*Controller, *fakeDrainer) {
+	t.Helper()
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
+	c := run(t, fake.NewClientset(node("node-a", instA), node("node-b", instB)), nodes.Options{}, Deps{Drainer: d},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.ScheduledChange}}})
 	return c, d
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -14,12 +12,10 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
-	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -57,19 +53,10 @@ func (r *recordingNotifier) phases() []notify.Phase {
 // people are told once, when it has failed for a while.
 func TestFailingWorkNotifiesOnce(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	index := nodes.New(fake.NewClientset(node("node-a", instA)), nodes.Options{})
 	n := &recordingNotifier{}
 	d := &brokenDrainer{fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}}
-	c := New(Deps{Nodes: index, Drainer: d, Notifier: n, Metrics: metrics.New(), Clock: clk,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, Deps{Drainer: d, Notifier: n, Clock: clk},
 		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RetryBackoff: time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	<-c.Started()
 	c.Submit("node-a", instA, time.Time{}, events(t, spot(instA)), 1)
 	// Backoffs 1, 2, 4, 8, 16, 32 s: the sixth failure is past 30 s.
 	for i := 0; i < 8; i++ {
@@ -97,19 +84,10 @@ func (r *refusingDrainer) Drain(context.Context, string, time.Time, func(drain.P
 // Issue 14 item 5: a node whose pods cannot leave is reported (on the node
 // and on the pod) and its work ends; it is not retried forever.
 func TestRefusedEvictionIsReportedNotRetried(t *testing.T) {
-	index := nodes.New(fake.NewClientset(node("node-a", instA)), nodes.Options{})
 	rec := record.NewFakeRecorder(100)
 	d := &refusingDrainer{fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}}
-	c := New(Deps{Nodes: index, Drainer: d, Recorder: rec, Metrics: metrics.New(), Clock: clock.RealClock{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, Deps{Drainer: d, Recorder: rec},
 		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RetryBackoff: time.Second})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	<-c.Started()
 	c.Submit("node-a", instA, time.Time{}, events(t, spot(instA)), 1)
 	if s := settled(t, c); s != (Settlement{Ticket: 1, Outcome: Done}) {
 		t.Errorf("settled %+v, want ticket 1 done", s)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
@@ -110,27 +107,14 @@ func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, h
 			t.Fatal(err)
 		}
 	}
-	index := nodes.New(client, nodes.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
 	m := metrics.New()
 	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
 	if !holdDrains {
 		close(d.release)
 	}
-	c := New(Deps{Nodes: index, Drainer: d, ASG: lc, Recorder: rec, Metrics: m, Clock: clock.RealClock{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	c := run(t, client, nodes.Options{}, Deps{Drainer: d, ASG: lc, Recorder: rec, Metrics: m},
 		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true},
 			LaunchReadyTimeout: time.Hour, LaunchTimeoutResult: "ABANDON", LifecycleTimeoutResult: "ABANDON", RetryBackoff: 20 * time.Millisecond})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	select {
-	case <-c.Started():
-	case <-time.After(10 * time.Second):
-		t.Fatal("controller did not start")
-	}
 	return c, m, client
 }
 

@@ -1,10 +1,6 @@
 package controller
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,29 +10,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/event"
-	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 )
 
 // startWithClock starts an IMDS-mode controller for node "self" on clk.
 func startWithClock(t *testing.T, d nodeDrainer, clk *clocktesting.FakeClock, o Options) *Controller {
 	t.Helper()
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self"}})
-	index := nodes.New(client, nodes.Options{OnlyNode: "self"})
-	ctx, cancel := context.WithCancel(context.Background())
-	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clk,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, o)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	select {
-	case <-c.Started():
-	case <-time.After(10 * time.Second):
-		t.Fatal("controller did not start")
-	}
-	return c
+	return run(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self"}}), nodes.Options{OnlyNode: "self"}, Deps{Drainer: d, Clock: clk}, o)
 }
 
 // Issue 14 item 1: events due now and a scheduled change in the future

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"maps"
 	"sync"
 	"testing"
@@ -13,11 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
-	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
@@ -66,22 +62,7 @@ func (f *nodeRecorder) SetAnnotations(context.Context, string, map[string]string
 
 func startIMDSController(t *testing.T, d *nodeRecorder, o Options) *Controller {
 	t.Helper()
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self"}})
-	index := nodes.New(client, nodes.Options{OnlyNode: "self"})
-	ctx, cancel := context.WithCancel(context.Background())
-	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clock.RealClock{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, o)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	select {
-	case <-c.Started():
-	case <-time.After(10 * time.Second):
-		t.Fatal("controller did not start")
-	}
-	return c
+	return run(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self"}}), nodes.Options{OnlyNode: "self"}, Deps{Drainer: d}, o)
 }
 
 func (c *Controller) idle() bool {
@@ -174,18 +155,8 @@ func TestSubmitNodeIgnoresEventsDoneOnTheNode(t *testing.T) {
 		Source: event.SourceIMDS, InstanceID: "i-0123456789abcdef0"}
 	self := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self", Annotations: map[string]string{
 		AnnotationDoneEvents: `["` + rebalance.ID + `"]`, AnnotationDrained: "2026-11-25T10:00:01Z"}}}
-	client := fake.NewClientset(self)
-	index := nodes.New(client, nodes.Options{OnlyNode: "self"})
-	ctx, cancel := context.WithCancel(context.Background())
 	d := &nodeRecorder{}
-	c := New(Deps{Nodes: index, Drainer: d, Metrics: metrics.New(), Clock: clock.RealClock{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Options{Policy: imdsPolicy})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); index.Run(ctx) }()
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
-	<-c.Started()
+	c := run(t, fake.NewClientset(self), nodes.Options{OnlyNode: "self"}, Deps{Drainer: d}, Options{Policy: imdsPolicy})
 	c.SubmitNode("self", []event.Event{rebalance})
 	time.Sleep(100 * time.Millisecond)
 	d.mu.Lock()
