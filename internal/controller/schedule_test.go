@@ -47,7 +47,7 @@ func TestFutureScheduledChangeKeptWhileDueEventsAreActedOn(t *testing.T) {
 			d := &nodeRecorder{}
 			c := startWithClock(t, d, clk, Options{Policy: imdsPolicy})
 			c.SubmitNode("self", tc.present)
-			waitUntil(t, "the node goroutine to wait or finish", func() bool { return clk.HasWaiters() || c.idle() })
+			waitFor(t, "the node goroutine to wait or finish", func() bool { return clk.HasWaiters() || c.idle() })
 			if c.isDone(reboot.ID) {
 				t.Fatalf("the reboot at %s was marked done before it was acted on", rebootAt)
 			}
@@ -60,8 +60,8 @@ func TestFutureScheduledChangeKeptWhileDueEventsAreActedOn(t *testing.T) {
 			}
 			d.mu.Unlock()
 			clk.Step(2*time.Hour + time.Second)
-			waitUntil(t, "the drain for the reboot", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains == 1 })
-			waitUntil(t, "the work to finish", c.idle)
+			waitFor(t, "the drain for the reboot", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains == 1 })
+			waitFor(t, "the work to finish", c.idle)
 			if !c.isDone(reboot.ID) {
 				t.Error("the reboot is not recorded done after its drain")
 			}

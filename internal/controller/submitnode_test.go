@@ -71,17 +71,6 @@ func (c *Controller) idle() bool {
 	return len(c.work) == 0
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 var imdsPolicy = plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.LifecycleTerminate, event.ScheduledChange}}
 
 // F2: the same IMDS event submitted again and again after its drain
@@ -92,7 +81,7 @@ func TestSubmitNodeIgnoresFinishedEvents(t *testing.T) {
 	terminated := event.Event{ID: event.ID(event.LifecycleTerminate, "i-0123456789abcdef0", "Terminated"), Kind: event.LifecycleTerminate,
 		Source: event.SourceIMDS, InstanceID: "i-0123456789abcdef0", Action: "Terminated"}
 	c.SubmitNode("self", []event.Event{terminated})
-	waitUntil(t, "the first drain to finish", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains == 1 && c.idle() })
+	waitFor(t, "the first drain to finish", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains == 1 && c.idle() })
 	for range 150 {
 		c.SubmitNode("self", []event.Event{terminated})
 	}
@@ -112,9 +101,9 @@ func TestSubmitNodeOneDrainInFlight(t *testing.T) {
 		c.SubmitNode("self", []event.Event{{ID: event.ID(event.SpotInterruption, "i-0123456789abcdef0", string(rune('a'+i))),
 			Kind: event.SpotInterruption, Source: event.SourceIMDS, InstanceID: "i-0123456789abcdef0"}})
 	}
-	waitUntil(t, "a drain to start", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains > 0 })
+	waitFor(t, "a drain to start", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return d.drains > 0 })
 	close(d.hold)
-	waitUntil(t, "the work to finish", c.idle)
+	waitFor(t, "the work to finish", c.idle)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.maxInFlight != 1 {
@@ -133,7 +122,7 @@ func TestCordonAnnotations(t *testing.T) {
 	soon := event.Event{ID: "sc-now", Kind: event.ScheduledChange, Source: event.SourceIMDS, Action: "system-reboot", Deadline: now}
 	later := event.Event{ID: "sc-later", Kind: event.ScheduledChange, Source: event.SourceIMDS, Action: "system-reboot", Deadline: now.Add(24 * time.Hour)}
 	c.SubmitNode("self", []event.Event{soon, later})
-	waitUntil(t, "the cordon", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.annotations) > 0 })
+	waitFor(t, "the cordon", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.annotations) > 0 })
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if v := d.annotations[0]["lifeboat.io/reboot-maintenance"]; v != "self" {
