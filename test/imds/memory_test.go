@@ -23,7 +23,9 @@ import (
 // use and the CPU time, extrapolated to an hour. The binaries run one after
 // another in the same run, so the figures compare. LIFEBOAT_BENCH_BINARIES
 // (comma-separated paths) runs given binaries instead, e.g. a build of an
-// earlier commit beside this one's.
+// earlier commit beside this one's. LIFEBOAT_BENCH_GOENV (comma-separated
+// NAME=value, e.g. GOGC=50,GOMEMLIMIT=20MiB) runs each binary a second
+// time with that environment.
 //
 //	flock /tmp/lifeboat-testbed.lock go test -count=1 -p 1 ./test/imds -run '^$' -bench IMDSMemory -benchtime 1x
 //	LIFEBOAT_BENCH_IDLE=10m ... (the 10 minutes)
@@ -44,26 +46,36 @@ func BenchmarkIMDSMemory(b *testing.B) {
 			bins = append(bins, releaseBinary(b, pkg))
 		}
 	}
+	envs := [][]string{nil}
+	if v := os.Getenv("LIFEBOAT_BENCH_GOENV"); v != "" {
+		envs = append(envs, strings.Split(v, ","))
+	}
 	for _, bin := range bins {
-		b.Run(filepath.Base(bin), func(b *testing.B) {
-			for range b.N {
-				benchIMDSMemory(b, bin, idle)
+		for _, env := range envs {
+			name := filepath.Base(bin)
+			if env != nil {
+				name += "/" + strings.Join(env, ",")
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				for range b.N {
+					benchIMDSMemory(b, bin, env, idle)
+				}
+			})
+		}
 	}
 }
 
 // imdsBinaries are the packages whose binary runs IMDS mode.
 var imdsBinaries = []string{"./cmd/lifeboat"}
 
-func benchIMDSMemory(b *testing.B, bin string, idle time.Duration) {
+func benchIMDSMemory(b *testing.B, bin string, env []string, idle time.Duration) {
 	fi, err := os.Stat(bin)
 	if err != nil {
 		b.Fatal(err)
 	}
 	w := newWorld(b, worldOptions{
 		imds: testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true},
-		poll: time.Second, bin: bin, flags: []string{"--log-level", "info"},
+		poll: time.Second, bin: bin, env: env, flags: []string{"--log-level", "info"},
 	})
 	w.eventually(30*time.Second, "ready", func() bool { return w.readyz() == 200 })
 	cpu0 := w.metric("process_cpu_seconds_total")
@@ -75,15 +87,15 @@ func benchIMDSMemory(b *testing.B, bin string, idle time.Duration) {
 		b.Fatal(err)
 	}
 	cpuPerHour := (cpu1 - cpu0) / idle.Hours()
-	b.ReportMetric(float64(st["VmRSS"])/(1<<20), "rss-MiB")
-	b.ReportMetric(float64(st["VmHWM"])/(1<<20), "hwm-MiB")
-	b.ReportMetric(float64(st["RssFile"])/(1<<20), "rss-file-MiB")
-	b.ReportMetric(float64(st["RssAnon"])/(1<<20), "rss-anon-MiB")
+	b.ReportMetric(float64(st["VmRSS"])/(1<<10), "rss-MiB")
+	b.ReportMetric(float64(st["VmHWM"])/(1<<10), "hwm-MiB")
+	b.ReportMetric(float64(st["RssFile"])/(1<<10), "rss-file-MiB")
+	b.ReportMetric(float64(st["RssAnon"])/(1<<10), "rss-anon-MiB")
 	b.ReportMetric(heap/(1<<20), "heap-inuse-MiB")
 	b.ReportMetric(cpuPerHour, "cpu-s/h")
 	b.ReportMetric(float64(fi.Size())/1e6, "binary-MB")
-	fmt.Printf("IMDS mode idle, %s (%.1f MB stripped), poll 1 s, %v: VmRSS %.1f MiB, VmHWM %.1f MiB (file-backed %.1f MiB, anonymous %.1f MiB), Go heap in use %.1f MiB, CPU %.2f s in %v = %.1f s/h\n",
-		filepath.Base(bin), float64(fi.Size())/1e6, idle, mib(st["VmRSS"]), mib(st["VmHWM"]), mib(st["RssFile"]), mib(st["RssAnon"]),
+	fmt.Printf("IMDS mode idle, %s %v (%.1f MB stripped), poll 1 s, %v: VmRSS %.1f MiB, VmHWM %.1f MiB (file-backed %.1f MiB, anonymous %.1f MiB), Go heap in use %.1f MiB, CPU %.2f s in %v = %.1f s/h\n",
+		filepath.Base(bin), env, float64(fi.Size())/1e6, idle, mib(st["VmRSS"]), mib(st["VmHWM"]), mib(st["RssFile"]), mib(st["RssAnon"]),
 		heap/(1<<20), cpu1-cpu0, idle, cpuPerHour)
 }
 

@@ -57,6 +57,8 @@ type worldOptions struct {
 	hide []string
 	// bin overrides the suite's lifeboat binary.
 	bin string
+	// env is added to lifeboat's environment.
+	env []string
 }
 
 func newWorld(t testing.TB, o worldOptions) *world {
@@ -107,7 +109,7 @@ func newWorld(t testing.TB, o worldOptions) *world {
 	if o.bin != "" {
 		bin = o.bin
 	}
-	w.lb, err = testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Args: args, Dir: t.TempDir()})
+	w.lb, err = testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Args: args, Dir: t.TempDir(), Env: o.env})
 	if err != nil {
 		t.Fatal(err)
 	}
