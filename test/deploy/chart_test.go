@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -192,6 +193,9 @@ func TestChartModes(t *testing.T) {
 				if mu, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(mu) != "1" {
 					t.Errorf("PDB maxUnavailable = %v, want 1", mu)
 				}
+				if p := r.find("ValidatingAdmissionPolicy"); len(p) != 0 {
+					t.Errorf("queue mode rendered node-scope policies %v: its one acting replica works on every node", names(p))
+				}
 				roles := names(r.find("Role"))
 				if !slices.Contains(roles, "lb-lifeboat-leader-election") {
 					t.Errorf("no leader-election Role: %v", roles)
@@ -199,7 +203,7 @@ func TestChartModes(t *testing.T) {
 			},
 		},
 		{
-			name:   "imds mode: DaemonSet tolerating everything, node name from the downward API, no host network by default",
+			name:   "imds mode: DaemonSet tolerating everything, node name from the downward API, host network (hop limit 1) and node-scope policies by default",
 			values: map[string]any{"mode": "imds"},
 			check: func(t *testing.T, r *rendered) {
 				if len(r.find("Deployment")) != 0 || len(r.find("PodDisruptionBudget")) != 0 {
@@ -210,9 +214,13 @@ func TestChartModes(t *testing.T) {
 				if ps.PriorityClassName != "system-node-critical" {
 					t.Errorf("priorityClassName = %q", ps.PriorityClassName)
 				}
-				if ps.HostNetwork {
-					t.Error("hostNetwork is on by default")
+				if !ps.HostNetwork || ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+					t.Errorf("hostNetwork %v dnsPolicy %q, want true ClusterFirstWithHostNet (IMDSv2 with the default hop limit 1)", ps.HostNetwork, ps.DNSPolicy)
 				}
+				if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.MaxSurge.IntValue() != 0 || ru.MaxUnavailable.IntValue() != 1 {
+					t.Errorf("updateStrategy %+v, want maxSurge 0, maxUnavailable 1 (the old pod frees the node's port first)", ds.Spec.UpdateStrategy)
+				}
+				checkNodeScope(t, r, "lb-lifeboat", "system:serviceaccount:lifeboat:lb-lifeboat")
 				if !slices.ContainsFunc(ps.Tolerations, func(tol corev1.Toleration) bool {
 					return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == ""
 				}) {
@@ -227,12 +235,15 @@ func TestChartModes(t *testing.T) {
 			},
 		},
 		{
-			name:   "imds mode with host network for an IMDS hop limit of 1",
-			values: map[string]any{"mode": "imds", "useHostNetwork": true},
+			name:   "imds mode on the pod network, without node-scope policies",
+			values: map[string]any{"mode": "imds", "useHostNetwork": false, "rbac": map[string]any{"nodeScoped": false}},
 			check: func(t *testing.T, r *rendered) {
 				ps := into[appsv1.DaemonSet](t, r.one(t, "DaemonSet")).Spec.Template.Spec
-				if !ps.HostNetwork || ps.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
-					t.Errorf("hostNetwork %v dnsPolicy %q, want true ClusterFirstWithHostNet", ps.HostNetwork, ps.DNSPolicy)
+				if ps.HostNetwork || ps.DNSPolicy == corev1.DNSClusterFirstWithHostNet {
+					t.Errorf("hostNetwork %v dnsPolicy %q, want the pod network", ps.HostNetwork, ps.DNSPolicy)
+				}
+				if p := r.find("ValidatingAdmissionPolicy"); len(p) != 0 {
+					t.Errorf("rbac.nodeScoped=false rendered policies %v", names(p))
 				}
 			},
 		},
@@ -337,6 +348,10 @@ func TestChartRefuses(t *testing.T) {
 		{"contradicting log format", map[string]any{"queueURL": exampleQueue, "logFormat": "text", "jsonLogging": true}, "logFormat=text contradicts jsonLogging=true"},
 		{"bad lifecycle result", map[string]any{"queueURL": exampleQueue, "lifecycleTimeoutResult": "continue"}, "lifecycleTimeoutResult"},
 		{"queue URL that is not a URL", map[string]any{"queueURL": "lifeboat-queue"}, "queueURL"},
+		{"surge on the host network", map[string]any{"mode": "imds", "updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}},
+			"updateStrategy.rollingUpdate.maxSurge=1 with useHostNetwork"},
+		{"surge in percent on the host network", map[string]any{"mode": "imds", "updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": "10%"}}},
+			"maxSurge=10% with useHostNetwork"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -348,6 +363,41 @@ func TestChartRefuses(t *testing.T) {
 				t.Errorf("error %q does not mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// checkNodeScope checks the IMDS-mode admission policies: three, each
+// bound with Deny, failing closed, and matching only the chart's
+// ServiceAccount (TestNodeScopePolicy shows what they allow and refuse).
+func checkNodeScope(t *testing.T, r *rendered, fullname, user string) {
+	t.Helper()
+	policies := r.find("ValidatingAdmissionPolicy")
+	want := []string{fullname + "-own-node", fullname + "-own-node-events", fullname + "-own-node-pods"}
+	got := names(policies)
+	slices.Sort(got)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("policies (-want +got):\n%s", d)
+	}
+	for _, p := range policies {
+		vap := into[admissionregistrationv1.ValidatingAdmissionPolicy](t, p)
+		if vap.Spec.FailurePolicy == nil || *vap.Spec.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("%s: failurePolicy %v, want Fail", vap.Name, vap.Spec.FailurePolicy)
+		}
+		if len(vap.Spec.MatchConditions) != 1 || vap.Spec.MatchConditions[0].Expression != "request.userInfo.username == '"+user+"'" {
+			t.Errorf("%s: matchConditions %+v, want only the user %s", vap.Name, vap.Spec.MatchConditions, user)
+		}
+	}
+	var bound []string
+	for _, b := range r.find("ValidatingAdmissionPolicyBinding") {
+		vb := into[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b)
+		if d := cmp.Diff([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vb.Spec.ValidationActions); d != "" {
+			t.Errorf("binding %s: validationActions (-want +got):\n%s", vb.Name, d)
+		}
+		bound = append(bound, vb.Spec.PolicyName)
+	}
+	slices.Sort(bound)
+	if d := cmp.Diff(want, bound); d != "" {
+		t.Errorf("bound policies (-want +got):\n%s", d)
 	}
 }
 

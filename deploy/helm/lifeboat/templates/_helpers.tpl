@@ -241,3 +241,22 @@ itself) and, in imds mode, its node, from the downward API. */}}
     {{- toYaml . | nindent 4 }}
   {{- end }}
 {{- end -}}
+
+{{/* The node named in the requester's pod-bound service-account token
+(claim kubernetes.io.node.name, Kubernetes 1.30+), as admission sees it;
+"" when the token carries none. A variable of the node-scope policies. */}}
+{{- define "lifeboat.nodeClaim" -}}
+- name: nodeName
+  expression: >-
+    has(request.userInfo.extra) && ('authentication.kubernetes.io/node-name' in request.userInfo.extra) &&
+    size(request.userInfo.extra['authentication.kubernetes.io/node-name']) == 1
+    ? request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : ''
+{{- end -}}
+
+{{/* The first validation of each node-scope policy: a token without a node
+claim may write nothing. */}}
+{{- define "lifeboat.nodeClaimRequired" -}}
+- expression: "variables.nodeName != ''"
+  reason: Forbidden
+  message: "lifeboat in IMDS mode writes only with the token the kubelet mounts in its pod, which names the pod's node (authentication.kubernetes.io/node-name); this request's token names no node"
+{{- end -}}
