@@ -113,7 +113,7 @@ func (c *Client) Hook(ctx context.Context, group, hook string) (Hook, error) {
 
 // Complete completes a lifecycle action with result (CONTINUE or ABANDON).
 // ErrNoActiveAction (wrapped) means it was already gone.
-func (c *Client) Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error {
+func (c *Client) Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result lifecycle.Result) error {
 	if c.dryRun {
 		c.log.Info("dry run: would complete lifecycle action", "instanceID", instanceID, "group", a.GroupName, "hook", a.HookName, "result", result)
 		return nil
@@ -121,7 +121,7 @@ func (c *Client) Complete(ctx context.Context, instanceID string, a event.Lifecy
 	in := &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName:  aws.String(a.GroupName),
 		LifecycleHookName:     aws.String(a.HookName),
-		LifecycleActionResult: aws.String(result),
+		LifecycleActionResult: aws.String(string(result)),
 		InstanceId:            aws.String(instanceID),
 	}
 	if a.Token != "" {

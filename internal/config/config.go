@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 // Mode is how lifeboat learns about interruptions.
@@ -24,16 +25,14 @@ const (
 	ModeIMDS  Mode = "imds"
 )
 
-// Lifecycle results.
-const (
-	ResultContinue = "CONTINUE"
-	ResultAbandon  = "ABANDON"
-)
+// UnknownPolicy says what to do with a message about an instance that is
+// not a node of this cluster.
+type UnknownPolicy string
 
-// Unknown-instance policies for messages about instances that are not nodes of this cluster.
+// Unknown-instance policies.
 const (
-	UnknownLeave  = "leave"
-	UnknownDelete = "delete"
+	UnknownLeave  UnknownPolicy = "leave"
+	UnknownDelete UnknownPolicy = "delete"
 )
 
 // Config is lifeboat's whole configuration. Treat it as immutable.
@@ -54,7 +53,7 @@ type Config struct {
 	Endpoints         map[string]string // AWS service ID (sqs, autoscaling, ec2, eventbridge, sts) -> URL
 	Workers           int
 	VisibilityTimeout time.Duration
-	UnknownInstance   string
+	UnknownInstance   UnknownPolicy
 	PrivateDNSLookup  bool
 	ManagedASGs       []string
 
@@ -74,9 +73,9 @@ type Config struct {
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool
 	HeartbeatInterval      time.Duration
-	LifecycleTimeoutResult string
+	LifecycleTimeoutResult lifecycle.Result
 	LaunchReadyTimeout     time.Duration
-	LaunchTimeoutResult    string
+	LaunchTimeoutResult    lifecycle.Result
 
 	// Kubernetes client.
 	KubeQPS   float32

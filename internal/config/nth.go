@@ -64,9 +64,9 @@ var nthAliases = []nthAlias{
 				return "", false, err
 			}
 			if b {
-				return UnknownDelete, true, nil
+				return string(UnknownDelete), true, nil
 			}
-			return UnknownLeave, true, nil
+			return string(UnknownLeave), true, nil
 		}},
 	{env: "CORDON_ONLY", flag: "drain-on", note: "`true` → empty (no event kind drains; nodes are only cordoned and tainted)",
 		value: func(v string) (string, bool, error) {

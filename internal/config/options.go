@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 // option describes one flag. The table drives parsing, env fallbacks and
@@ -27,6 +29,26 @@ type binder func(fs *flag.FlagSet, c *Config, name, def, usage string) error
 func strOpt(p func(*Config) *string) binder {
 	return func(fs *flag.FlagSet, c *Config, n, d, u string) error { fs.StringVar(p(c), n, d, u); return nil }
 }
+
+// typedOpt binds a flag to a field of a string type (validated later).
+func typedOpt[T ~string](p func(*Config) *T) binder {
+	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
+		*p(c) = T(d)
+		fs.Var(typedValue[T]{p(c)}, n, u)
+		return nil
+	}
+}
+
+type typedValue[T ~string] struct{ p *T }
+
+func (v typedValue[T]) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return string(*v.p)
+}
+
+func (v typedValue[T]) Set(s string) error { *v.p = T(s); return nil }
 
 func boolOpt(p func(*Config) *bool) binder {
 	return func(fs *flag.FlagSet, c *Config, n, d, u string) error {
@@ -100,8 +122,8 @@ var options = []option{
 		bind: intOpt(func(c *Config) *int { return &c.Workers })},
 	{name: "visibility-timeout", modes: []Mode{ModeQueue}, def: "2m", usage: "visibility of a received message, extended while its work runs",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.VisibilityTimeout })},
-	{name: "unknown-instance", modes: []Mode{ModeQueue}, def: UnknownLeave, usage: "what to do with a message about an instance that is not a node of this cluster: leave (for its owner, until retention) or delete",
-		bind: strOpt(func(c *Config) *string { return &c.UnknownInstance })},
+	{name: "unknown-instance", modes: []Mode{ModeQueue}, def: string(UnknownLeave), usage: "what to do with a message about an instance that is not a node of this cluster: leave (for its owner, until retention) or delete",
+		bind: typedOpt(func(c *Config) *UnknownPolicy { return &c.UnknownInstance })},
 	{name: "private-dns-lookup", modes: []Mode{ModeQueue}, def: "false", usage: "when no node has the instance's providerID, look the instance's private DNS name up in EC2 and match it to a node name",
 		bind: boolOpt(func(c *Config) *bool { return &c.PrivateDNSLookup })},
 	{name: "managed-asg", modes: []Mode{ModeQueue}, usage: "Auto Scaling group names whose launch actions this cluster owns (comma-separated), in addition to groups tagged for --cluster-name",
@@ -126,12 +148,12 @@ var options = []option{
 		bind: boolOpt(func(c *Config) *bool { return &c.CompleteLifecycle })},
 	{name: "heartbeat-interval", modes: []Mode{ModeQueue}, def: "0s", tokenOp: true, usage: "interval of lifecycle heartbeats; 0 means half the hook's heartbeat timeout",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.HeartbeatInterval })},
-	{name: "lifecycle-timeout-result", modes: []Mode{ModeQueue}, def: ResultContinue, tokenOp: true, usage: "result of a terminate action whose drain cannot finish before the hook's global timeout: CONTINUE or ABANDON",
-		bind: strOpt(func(c *Config) *string { return &c.LifecycleTimeoutResult })},
+	{name: "lifecycle-timeout-result", modes: []Mode{ModeQueue}, def: string(lifecycle.Continue), tokenOp: true, usage: "result of a terminate action whose drain cannot finish before the hook's global timeout: CONTINUE or ABANDON",
+		bind: typedOpt(func(c *Config) *lifecycle.Result { return &c.LifecycleTimeoutResult })},
 	{name: "launch-ready-timeout", modes: []Mode{ModeQueue}, def: "15m", tokenOp: true, usage: "how long a launching instance may take to become a Ready node before its launch action gets --launch-timeout-result",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.LaunchReadyTimeout })},
-	{name: "launch-timeout-result", modes: []Mode{ModeQueue}, def: ResultAbandon, tokenOp: true, usage: "result of a launch action whose node never became Ready: ABANDON or CONTINUE",
-		bind: strOpt(func(c *Config) *string { return &c.LaunchTimeoutResult })},
+	{name: "launch-timeout-result", modes: []Mode{ModeQueue}, def: string(lifecycle.Abandon), tokenOp: true, usage: "result of a launch action whose node never became Ready: ABANDON or CONTINUE",
+		bind: typedOpt(func(c *Config) *lifecycle.Result { return &c.LaunchTimeoutResult })},
 	{name: "kube-qps", def: "200", usage: "Kubernetes client queries per second (Events have their own 20 QPS); sized so a 200-node burst drains in seconds, see docs/benchmarks.md",
 		bind: funcOpt(func(c *Config, v string) error { _, err := fmt.Sscan(v, &c.KubeQPS); return err })},
 	{name: "kube-burst", def: "400", usage: "Kubernetes client burst",

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 func (c *Config) validate(set map[string]bool) []error {
@@ -45,8 +47,11 @@ func (c *Config) validate(set map[string]bool) []error {
 		if c.HeartbeatInterval != 0 && (c.HeartbeatInterval < time.Second || c.HeartbeatInterval > time.Hour) {
 			errs = append(errs, fmt.Errorf("--heartbeat-interval %s: must be 0 (automatic) or 1s..1h", c.HeartbeatInterval))
 		}
-		for _, r := range []struct{ flag, v string }{{"lifecycle-timeout-result", c.LifecycleTimeoutResult}, {"launch-timeout-result", c.LaunchTimeoutResult}} {
-			if r.v != ResultContinue && r.v != ResultAbandon {
+		for _, r := range []struct {
+			flag string
+			v    lifecycle.Result
+		}{{"lifecycle-timeout-result", c.LifecycleTimeoutResult}, {"launch-timeout-result", c.LaunchTimeoutResult}} {
+			if r.v != lifecycle.Continue && r.v != lifecycle.Abandon {
 				errs = append(errs, fmt.Errorf("--%s %q: must be CONTINUE or ABANDON", r.flag, r.v))
 			}
 		}

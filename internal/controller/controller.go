@@ -50,7 +50,7 @@ type nodeDrainer interface {
 
 type lifecycleAPI interface {
 	Hook(ctx context.Context, group, hook string) (lifecycle.Hook, error)
-	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result string) error
+	Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result lifecycle.Result) error
 	KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *lifecycle.Interval, until time.Time, beat func(error)) error
 	Owned(ctx context.Context, group string) (bool, error)
 }
@@ -108,9 +108,9 @@ type Options struct {
 	Policy                 plan.Policy
 	HeartbeatInterval      time.Duration
 	DeadlineMargin         time.Duration
-	LifecycleTimeoutResult string
+	LifecycleTimeoutResult lifecycle.Result
 	LaunchReadyTimeout     time.Duration
-	LaunchTimeoutResult    string
+	LaunchTimeoutResult    lifecycle.Result
 	// RetryBackoff is the first delay before a failed node step is retried.
 	RetryBackoff time.Duration
 	// CordonAnnotations, if set, returns annotations to set on the node

@@ -73,7 +73,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	result := c.o.LifecycleTimeoutResult
 	switch {
 	case o.err == nil:
-		result = "CONTINUE"
+		result = lifecycle.Continue
 		c.Metrics.Actions.WithLabelValues("drain", "ok").Inc()
 		c.Metrics.ActionDuration.WithLabelValues("drain").Observe(c.Clock.Since(start).Seconds())
 		c.Metrics.ToDrained.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
@@ -100,7 +100,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 }
 
 // completeAll completes the lifecycle actions and stops their heartbeats.
-func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []event.LifecycleAction, result string) error {
+func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []event.LifecycleAction, result lifecycle.Result) error {
 	if c.ASG == nil {
 		return nil
 	}

@@ -61,11 +61,11 @@ func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, 
 	return f.hook, nil
 }
 
-func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleAction, result string) error {
+func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleAction, result lifecycle.Result) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beatRunningAtComplete = append(f.beatRunningAtComplete, f.beating > 0)
-	f.completed = append(f.completed, result)
+	f.completed = append(f.completed, string(result))
 	return nil
 }
 

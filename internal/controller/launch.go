@@ -102,10 +102,10 @@ func (c *Controller) settleAction(ctx context.Context, e event.Event) error {
 		// The instance is not a node of this cluster (it never joined, or
 		// its node is gone): nothing to drain, and holding the action
 		// would hold scale-in or an instance refresh for its whole timeout.
-		return c.completeAction(ctx, log, e, "CONTINUE", "the instance is not a node of this cluster")
+		return c.completeAction(ctx, log, e, lifecycle.Continue, "the instance is not a node of this cluster")
 	case a.Destination == event.PlaceWarmPool:
 		// Into the warm pool: the instance does not join the cluster now.
-		return c.completeAction(ctx, log, e, "CONTINUE", "entering the warm pool")
+		return c.completeAction(ctx, log, e, lifecycle.Continue, "entering the warm pool")
 	}
 	return c.awaitReady(ctx, log, e, b)
 }
@@ -132,7 +132,7 @@ func (c *Controller) awaitReady(ctx context.Context, log *slog.Logger, e event.E
 				}
 				c.report(c.actionNode(n.Name, e), corev1.EventTypeNormal, "Uncordoned", "uncordon", "instance returned from the warm pool")
 			}
-			return c.completeAction(ctx, log, e, "CONTINUE", "node "+n.Name+" is Ready")
+			return c.completeAction(ctx, log, e, lifecycle.Continue, "node "+n.Name+" is Ready")
 		}
 		if !c.Clock.Now().Before(deadline) {
 			return c.completeAction(ctx, log, e, c.o.LaunchTimeoutResult, fmt.Sprintf("no Ready node after %s", deadline.Sub(started).Round(time.Second)))
@@ -149,7 +149,7 @@ func (c *Controller) awaitReady(ctx context.Context, log *slog.Logger, e event.E
 // An action no longer active was lost (timed out: AWS applied the hook's
 // default result, or completed by someone else): a Warning on its node, if
 // it has one, and a metric.
-func (c *Controller) completeAction(ctx context.Context, log *slog.Logger, e event.Event, result, why string) error {
+func (c *Controller) completeAction(ctx context.Context, log *slog.Logger, e event.Event, result lifecycle.Result, why string) error {
 	err := c.ASG.Complete(ctx, e.InstanceID, *e.Lifecycle, result)
 	transition := "launch"
 	if e.Kind == event.LifecycleTerminate {

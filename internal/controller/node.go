@@ -13,6 +13,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
@@ -133,7 +134,7 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Event) error {
 	p := plan.For(evs, c.o.Policy, c.Clock.Now())
 	c.reportOnce(w, "NodeGone", corev1.EventTypeNormal, "drain", "node no longer exists: nothing left to drain")
-	return c.completeAll(ctx, w, p.Lifecycle, "CONTINUE")
+	return c.completeAll(ctx, w, p.Lifecycle, lifecycle.Continue)
 }
 
 // errRestart means new events arrived mid-drain: plan again.

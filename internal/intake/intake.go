@@ -44,7 +44,7 @@ type Controller interface {
 type Options struct {
 	// UnknownInstance: what to do with a message about an instance that is
 	// not a node of this cluster (config.UnknownLeave or UnknownDelete).
-	UnknownInstance string
+	UnknownInstance config.UnknownPolicy
 	// Lifecycle: lifecycle actions are completed (--complete-lifecycle), so
 	// a terminate action of an instance that is not a node goes to the
 	// controller, which completes it for groups this cluster owns.

@@ -213,11 +213,11 @@ func TestMessageNamingTwoNodesAckedWhenBothDone(t *testing.T) {
 
 func TestUnknownInstancePolicy(t *testing.T) {
 	for _, tt := range []struct {
-		policy       string
+		policy       config.UnknownPolicy
 		wantAcked    int
 		wantReleased int
 	}{{config.UnknownLeave, 0, 1}, {config.UnknownDelete, 1, 0}} {
-		t.Run(tt.policy, func(t *testing.T) {
+		t.Run(string(tt.policy), func(t *testing.T) {
 			in, d, src := start(t, Options{UnknownInstance: tt.policy})
 			in.Handle(context.Background(), msg("x", spot(instC)))
 			waitFor(t, "the message settled", func() bool { acked, released, _ := src.snapshot(); return len(acked)+len(released) == 1 })

@@ -11,6 +11,15 @@ import (
 	"time"
 )
 
+// Result is how a lifecycle action is completed.
+type Result string
+
+// Results, exactly as AWS spells them.
+const (
+	Continue Result = "CONTINUE"
+	Abandon  Result = "ABANDON"
+)
+
 // ErrNoActiveAction means Auto Scaling has no such action any more: it was
 // completed by someone else, timed out, or never existed. It is final.
 var ErrNoActiveAction = errors.New("no active lifecycle action")
