@@ -15,9 +15,9 @@ import (
 // DefaultIMDSEndpoint is where EC2 serves instance metadata.
 const DefaultIMDSEndpoint = "http://169.254.169.254"
 
-const hopLimitFix = "set the instance's metadata PUT response hop limit to 2 so that a pod (one hop more than the host) gets the token: " +
-	"aws ec2 modify-instance-metadata-options --instance-id INSTANCE --http-put-response-hop-limit 2 --http-tokens required " +
-	"(in the launch template: MetadataOptions.HttpPutResponseHopLimit=2), or run the DaemonSet with hostNetwork: true"
+const hopLimitFix = "run the DaemonSet on the host network (the chart's default, useHostNetwork=true; hostNetwork: true in the pod spec) " +
+	"and keep the hop limit at 1: a pod on the pod network is one hop further and never gets the token. Raising the hop limit to 2 " +
+	"would hand the instance role's credentials to every pod on the node (docs/install.md#imds-mode)"
 
 // imds checks that an IMDSv2 session token can be obtained from the pod
 // and the instance ID read with it. A token PUT that fails while metadata

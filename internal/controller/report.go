@@ -124,10 +124,8 @@ func (c *Controller) doneOnNode(node string) []string {
 const maxDoneEvents = 32
 
 // reportPod reports a pod the drain could not move: a Warning Event on the
-// node (with the pod's name) and on the pod itself, for its owners.
+// node, naming the pod. (Not on the pod itself: that needs Events in every
+// namespace, which the chart does not grant.)
 func (c *Controller) reportPod(w *nodeWork, pp drain.PodProblem, reason, msg string) {
 	c.report(w, corev1.EventTypeWarning, reason, "drain", pp.Namespace+"/"+pp.Name+": "+msg)
-	if c.Recorder != nil {
-		c.Recorder.Event(&corev1.ObjectReference{Kind: "Pod", Namespace: pp.Namespace, Name: pp.Name}, corev1.EventTypeWarning, reason, msg)
-	}
 }
