@@ -178,6 +178,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 			return nil
 		}
 		wait, changed := interval.Watch()
+		last := c.clock.Now()
 		err := c.Heartbeat(ctx, instanceID, a)
 		switch {
 		case err == nil:
@@ -200,14 +201,34 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 			}
 			c.log.Warn("lifecycle heartbeat failed", "instanceID", instanceID, "retryIn", wait, "error", err.Error())
 		}
-		t := c.clock.NewTimer(wait)
+		if !c.untilDue(ctx, last, wait, retry > 0, interval, changed) {
+			return nil
+		}
+	}
+}
+
+// untilDue waits until the next heartbeat is due, wait after the last one.
+// A change of the interval meanwhile replaces wait (a failed heartbeat
+// keeps its shorter retry), still counted from the last heartbeat: the
+// interval becoming known right after a heartbeat sends no extra one. It
+// reports false when ctx ended.
+func (c *Client) untilDue(ctx context.Context, last time.Time, wait time.Duration, retrying bool, interval *Interval, changed <-chan struct{}) bool {
+	for {
+		t := c.clock.NewTimer(max(last.Add(wait).Sub(c.clock.Now()), 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return false
+		case <-t.C():
+			return true
 		case <-changed:
 			t.Stop()
-		case <-t.C():
+			var d time.Duration
+			d, changed = interval.Watch()
+			if retrying {
+				d = min(wait, d)
+			}
+			wait = d
 		}
 	}
 }

@@ -254,9 +254,10 @@ func TestHeartbeatInterval(t *testing.T) {
 	}
 }
 
-// A changed interval ends the current wait: a KeepAlive started with the
-// conservative interval (hook unknown) must not sleep through a shorter
-// hook timeout once the hook is read.
+// A changed interval replaces the current wait, counted from the last
+// heartbeat: a KeepAlive started with the conservative interval (hook
+// unknown) does not sleep through a shorter hook timeout once the hook is
+// read, and sends no extra heartbeat when the hook is read at once.
 func TestKeepAliveFollowsIntervalChange(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	c := New(&fakeAPI{goneAfter: 100}, clk, discard, Options{})
@@ -264,13 +265,19 @@ func TestKeepAliveFollowsIntervalChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	beats := make(chan error, 10)
-	go func() {
-		_ = c.KeepAlive(ctx, "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, iv, time.Time{}, func(err error) { beats <- err })
-	}()
+	go func() { _ = c.KeepAlive(ctx, "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, iv, time.Time{}, func(err error) { beats <- err }) }()
 	<-beats // the first heartbeat is immediate
-	iv.Set(time.Second)
+	waitTimer(t, clk)
+	iv.Set(3 * time.Second)
 	select {
-	case <-beats: // at once, without the clock moving
+	case <-beats:
+		t.Fatal("a heartbeat at once when the interval changed; want the next one interval after the last")
+	case <-time.After(50 * time.Millisecond):
+	}
+	waitTimer(t, clk)
+	clk.Step(3 * time.Second)
+	select {
+	case <-beats: // three seconds after the first, not ten
 	case <-time.After(5 * time.Second):
 		t.Fatal("KeepAlive kept waiting the old interval after it changed")
 	}
