@@ -265,7 +265,9 @@ func TestKeepAliveFollowsIntervalChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	beats := make(chan error, 10)
-	go func() { _ = c.KeepAlive(ctx, "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, iv, time.Time{}, func(err error) { beats <- err }) }()
+	go func() {
+		_ = c.KeepAlive(ctx, "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, iv, time.Time{}, func(err error) { beats <- err })
+	}()
 	<-beats // the first heartbeat is immediate
 	waitTimer(t, clk)
 	iv.Set(3 * time.Second)
