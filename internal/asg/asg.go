@@ -34,21 +34,6 @@ type autoscalingAPI interface {
 
 var _ autoscalingAPI = (*autoscaling.Client)(nil)
 
-// The lifecycle types, here under their old names for the callers that
-// use both (package lifecycle has them without the SDK).
-type (
-	// Hook is lifecycle.Hook.
-	Hook = lifecycle.Hook
-	// Interval is lifecycle.Interval.
-	Interval = lifecycle.Interval
-)
-
-// ErrNoActiveAction is lifecycle.ErrNoActiveAction.
-var ErrNoActiveAction = lifecycle.ErrNoActiveAction
-
-// MaxGlobalTimeout is lifecycle.MaxGlobalTimeout.
-const MaxGlobalTimeout = lifecycle.MaxGlobalTimeout
-
 // Client wraps the Auto Scaling API.
 type Client struct {
 	api         autoscalingAPI
@@ -59,7 +44,7 @@ type Client struct {
 	managed     []string
 
 	mu    sync.Mutex
-	hooks map[string]Hook
+	hooks map[string]lifecycle.Hook
 	owned map[string]bool
 }
 
@@ -75,11 +60,11 @@ type Options struct {
 // New returns a Client.
 func New(api autoscalingAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Client {
 	return &Client{api: api, clock: clk, log: log, dryRun: o.DryRun, clusterName: o.ClusterName,
-		managed: o.Managed, hooks: map[string]Hook{}, owned: map[string]bool{}}
+		managed: o.Managed, hooks: map[string]lifecycle.Hook{}, owned: map[string]bool{}}
 }
 
 // Hook returns a hook's timeouts (cached after the first read).
-func (c *Client) Hook(ctx context.Context, group, hook string) (Hook, error) {
+func (c *Client) Hook(ctx context.Context, group, hook string) (lifecycle.Hook, error) {
 	key := group + "/" + hook
 	c.mu.Lock()
 	h, ok := c.hooks[key]
@@ -91,19 +76,19 @@ func (c *Client) Hook(ctx context.Context, group, hook string) (Hook, error) {
 		AutoScalingGroupName: aws.String(group), LifecycleHookNames: []string{hook},
 	})
 	if err != nil {
-		return Hook{}, fmt.Errorf("describing lifecycle hook %s: %w", key, err)
+		return lifecycle.Hook{}, fmt.Errorf("describing lifecycle hook %s: %w", key, err)
 	}
 	if len(out.LifecycleHooks) == 0 {
-		return Hook{}, fmt.Errorf("describing lifecycle hook %s: not found", key)
+		return lifecycle.Hook{}, fmt.Errorf("describing lifecycle hook %s: not found", key)
 	}
 	lh := out.LifecycleHooks[0]
-	h = Hook{HeartbeatTimeout: time.Duration(aws.ToInt32(lh.HeartbeatTimeout)) * time.Second, DefaultResult: aws.ToString(lh.DefaultResult)}
+	h = lifecycle.Hook{HeartbeatTimeout: time.Duration(aws.ToInt32(lh.HeartbeatTimeout)) * time.Second, DefaultResult: aws.ToString(lh.DefaultResult)}
 	if h.HeartbeatTimeout <= 0 {
 		h.HeartbeatTimeout = time.Hour // AWS's default
 	}
 	h.GlobalTimeout = time.Duration(aws.ToInt32(lh.GlobalTimeout)) * time.Second
 	if h.GlobalTimeout <= 0 {
-		h.GlobalTimeout = min(100*h.HeartbeatTimeout, MaxGlobalTimeout)
+		h.GlobalTimeout = min(100*h.HeartbeatTimeout, lifecycle.MaxGlobalTimeout)
 	}
 	c.mu.Lock()
 	c.hooks[key] = h
@@ -112,7 +97,7 @@ func (c *Client) Hook(ctx context.Context, group, hook string) (Hook, error) {
 }
 
 // Complete completes a lifecycle action with result (CONTINUE or ABANDON).
-// ErrNoActiveAction (wrapped) means it was already gone.
+// lifecycle.ErrNoActiveAction (wrapped) means it was already gone.
 func (c *Client) Complete(ctx context.Context, instanceID string, a event.LifecycleAction, result lifecycle.Result) error {
 	if c.dryRun {
 		c.log.Info("dry run: would complete lifecycle action", "instanceID", instanceID, "group", a.GroupName, "hook", a.HookName, "result", result)
@@ -154,9 +139,9 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 }
 
 // KeepAlive records a heartbeat at once and then every interval until ctx
-// ends, the action is gone (ErrNoActiveAction) or until is reached (nil).
+// ends, the action is gone (lifecycle.ErrNoActiveAction) or until is reached (nil).
 // beat, if not nil, is told the outcome of each heartbeat: nil for a
-// recorded one, the error for a failed one (not for ErrNoActiveAction,
+// recorded one, the error for a failed one (not for lifecycle.ErrNoActiveAction,
 // which ends KeepAlive).
 //
 // The first heartbeat is immediate because KeepAlive may be resuming an
@@ -171,7 +156,7 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 //
 // interval may change while KeepAlive runs (it is conservative until the
 // hook's timeout is known); a change ends the current wait at once.
-func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *Interval, until time.Time, beat func(error)) error {
+func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.LifecycleAction, interval *lifecycle.Interval, until time.Time, beat func(error)) error {
 	var retry time.Duration // the next wait after a failure; 0: none failed
 	for {
 		if !until.IsZero() && !c.clock.Now().Before(until) {
@@ -186,7 +171,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 			if beat != nil {
 				beat(nil)
 			}
-		case errors.Is(err, ErrNoActiveAction):
+		case errors.Is(err, lifecycle.ErrNoActiveAction):
 			return err
 		case ctx.Err() != nil:
 			return nil
@@ -212,7 +197,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 // keeps its shorter retry), still counted from the last heartbeat: the
 // interval becoming known right after a heartbeat sends no extra one. It
 // reports false when ctx ended.
-func (c *Client) untilDue(ctx context.Context, last time.Time, wait time.Duration, retrying bool, interval *Interval, changed <-chan struct{}) bool {
+func (c *Client) untilDue(ctx context.Context, last time.Time, wait time.Duration, retrying bool, interval *lifecycle.Interval, changed <-chan struct{}) bool {
 	for {
 		t := c.clock.NewTimer(max(last.Add(wait).Sub(c.clock.Now()), 0))
 		select {
@@ -267,27 +252,11 @@ func (c *Client) Owned(ctx context.Context, group string) (bool, error) {
 }
 
 // classify marks AWS's "No active Lifecycle Action found" (a ValidationError,
-// HTTP 400) as ErrNoActiveAction.
+// HTTP 400) as lifecycle.ErrNoActiveAction.
 func classify(err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" && strings.Contains(ae.ErrorMessage(), "No active Lifecycle Action") {
-		return fmt.Errorf("%w: %s", ErrNoActiveAction, ae.ErrorMessage())
+		return fmt.Errorf("%w: %s", lifecycle.ErrNoActiveAction, ae.ErrorMessage())
 	}
 	return err
 }
-
-// UnknownHookInterval is lifecycle.UnknownHookInterval.
-const UnknownHookInterval = lifecycle.UnknownHookInterval
-
-// HeartbeatInterval is lifecycle.HeartbeatInterval.
-func HeartbeatInterval(configured time.Duration, h Hook) (time.Duration, bool) {
-	return lifecycle.HeartbeatInterval(configured, h)
-}
-
-// IntervalUnknownHook is lifecycle.IntervalUnknownHook.
-func IntervalUnknownHook(configured time.Duration) time.Duration {
-	return lifecycle.IntervalUnknownHook(configured)
-}
-
-// NewInterval is lifecycle.NewInterval.
-func NewInterval(d time.Duration) *Interval { return lifecycle.NewInterval(d) }

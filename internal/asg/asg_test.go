@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 // fakeAPI is a small hand-written Auto Scaling fake for the pure logic here;
@@ -92,7 +93,7 @@ func TestHookGlobalTimeout(t *testing.T) {
 func TestCompleteNoActiveAction(t *testing.T) {
 	c := New(&fakeAPI{}, clocktesting.NewFakeClock(time.Now()), discard, Options{})
 	err := c.Complete(context.Background(), "i-1234abcd", event.LifecycleAction{GroupName: "g", HookName: "h"}, "CONTINUE")
-	if !errors.Is(err, ErrNoActiveAction) {
+	if !errors.Is(err, lifecycle.ErrNoActiveAction) {
 		t.Fatalf("err = %v, want ErrNoActiveAction", err)
 	}
 }
@@ -120,7 +121,7 @@ func TestKeepAliveStopsWhenActionGone(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNoActiveAction) {
+		if !errors.Is(err, lifecycle.ErrNoActiveAction) {
 			t.Fatalf("KeepAlive = %v, want ErrNoActiveAction", err)
 		}
 	case <-time.After(5 * time.Second):
@@ -158,7 +159,7 @@ func TestKeepAliveRetriesFailedHeartbeatSooner(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrNoActiveAction) {
+		if !errors.Is(err, lifecycle.ErrNoActiveAction) {
 			t.Fatalf("KeepAlive = %v, want ErrNoActiveAction", err)
 		}
 	case <-time.After(5 * time.Second):
@@ -218,41 +219,7 @@ func TestOwned(t *testing.T) {
 	}
 }
 
-func every(d time.Duration) *Interval { return NewInterval(d) }
-
-// Issue 14 item 10: an interval at or above the hook's heartbeat timeout
-// put each heartbeat at expiry; it is clamped to half the timeout.
-func TestHeartbeatInterval(t *testing.T) {
-	hook := Hook{HeartbeatTimeout: 30 * time.Second}
-	for _, tc := range []struct {
-		name        string
-		configured  time.Duration
-		want        time.Duration
-		wantClamped bool
-	}{
-		{"default: half the timeout", 0, 15 * time.Second, false},
-		{"configured below half", 10 * time.Second, 10 * time.Second, false},
-		{"configured at half", 15 * time.Second, 15 * time.Second, false},
-		{"configured above half", 20 * time.Second, 15 * time.Second, true},
-		{"configured equal to the timeout", 30 * time.Second, 15 * time.Second, true},
-		{"configured above the timeout", time.Hour, 15 * time.Second, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, clamped := HeartbeatInterval(tc.configured, hook)
-			if got != tc.want || clamped != tc.wantClamped {
-				t.Errorf("HeartbeatInterval(%v, 30 s timeout) = %v, %v; want %v, %v", tc.configured, got, clamped, tc.want, tc.wantClamped)
-			}
-			if got >= hook.HeartbeatTimeout {
-				t.Errorf("interval %v is not below the timeout", got)
-			}
-		})
-	}
-	for _, tc := range []struct{ configured, want time.Duration }{{0, UnknownHookInterval}, {2 * time.Second, 2 * time.Second}, {time.Minute, UnknownHookInterval}} {
-		if got := IntervalUnknownHook(tc.configured); got != tc.want {
-			t.Errorf("IntervalUnknownHook(%v) = %v, want %v", tc.configured, got, tc.want)
-		}
-	}
-}
+func every(d time.Duration) *lifecycle.Interval { return lifecycle.NewInterval(d) }
 
 // A changed interval replaces the current wait, counted from the last
 // heartbeat: a KeepAlive started with the conservative interval (hook
@@ -261,7 +228,7 @@ func TestHeartbeatInterval(t *testing.T) {
 func TestKeepAliveFollowsIntervalChange(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	c := New(&fakeAPI{goneAfter: 100}, clk, discard, Options{})
-	iv := NewInterval(UnknownHookInterval)
+	iv := lifecycle.NewInterval(lifecycle.UnknownHookInterval)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	beats := make(chan error, 10)

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 
-	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
 // ClusterTagPrefix marks an Auto Scaling group as a cluster's.
@@ -184,7 +184,7 @@ func (r *run) hookCheck(g group, h astypes.LifecycleHook) {
 	}
 	global := time.Duration(aws.ToInt32(h.GlobalTimeout)) * time.Second
 	if global <= 0 {
-		global = min(100*timeout, asg.MaxGlobalTimeout)
+		global = min(100*timeout, lifecycle.MaxGlobalTimeout)
 	}
 	defaultResult := aws.ToString(h.DefaultResult)
 	short := strings.TrimPrefix(transition, "autoscaling:")
@@ -243,7 +243,7 @@ func (r *run) hookCheck(g group, h astypes.LifecycleHook) {
 		warns = append(warns, fmt.Sprintf("--complete-lifecycle=false: lifeboat neither heartbeats nor completes these actions; each ends after %s with %s", timeout, defaultResult))
 		fixes = append(fixes, "run lifeboat with --complete-lifecycle=true")
 	default:
-		interval, clamped := asg.HeartbeatInterval(r.cfg.HeartbeatInterval, asg.Hook{HeartbeatTimeout: timeout, GlobalTimeout: global})
+		interval, clamped := lifecycle.HeartbeatInterval(r.cfg.HeartbeatInterval, lifecycle.Hook{HeartbeatTimeout: timeout, GlobalTimeout: global})
 		found = append(found, fmt.Sprintf("lifeboat heartbeats every %s", interval))
 		if clamped {
 			warns = append(warns, fmt.Sprintf("--heartbeat-interval %s is more than half the hook's heartbeat timeout %s: lifeboat heartbeats every %s instead", r.cfg.HeartbeatInterval, timeout, interval))
