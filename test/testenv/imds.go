@@ -113,7 +113,7 @@ func StartIMDS(t testing.TB, opts IMDSOptions) *IMDS {
 	t.Cleanup(func() {
 		if t.Failed() {
 			p := m.Proc()
-			t.Logf("---- %s log (%s), last 40 lines ----\n%s", p.Name, p.LogPath, p.Tail(40))
+			fmt.Fprintf(failureLog(t), "---- %s log (%s), last 40 lines ----\n%s\n", p.Name, p.LogPath, p.Tail(40))
 		}
 		m.Close()
 	})

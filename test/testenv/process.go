@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -173,8 +174,19 @@ func dumpOnFailure(t testing.TB, procs ...*Process) {
 		if !t.Failed() {
 			return
 		}
+		w := failureLog(t)
 		for _, p := range procs {
-			t.Logf("---- %s log (%s), last 40 lines ----\n%s", p.Name, p.LogPath, p.Tail(40))
+			fmt.Fprintf(w, "---- %s log (%s), last 40 lines ----\n%s\n", p.Name, p.LogPath, p.Tail(40))
 		}
 	})
+}
+
+// failureLog returns where a failed test's component logs go: straight to
+// the test binary's stderr, headed by the test's name, not into the test's
+// own log. go test prints a test's log after its cleanups, so the failure
+// messages stay the last lines before FAIL, where a CI summary that keeps
+// only the tail still shows them.
+func failureLog(t testing.TB) io.Writer {
+	fmt.Fprintf(os.Stderr, "==== %s failed; the logs of its components follow, its own messages come after them ====\n", t.Name())
+	return os.Stderr
 }

@@ -94,20 +94,12 @@ func StartRealNode(t testing.TB, env *Env, o RealNodeOptions) *RealNode {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			n.DumpLogs(testWriter{t}, 40)
+			n.DumpLogs(failureLog(t), 40)
 		}
 		n.Close()
 	})
 	t.Logf("testenv: real node %s (%s) Ready in %v (dir %s)", n.Name, n.ProviderID, time.Since(start).Round(time.Millisecond), n.Dir)
 	return n
-}
-
-// testWriter writes to a test's log.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }
 
 // NewRealNode starts a real node and waits until it is Ready. On error
