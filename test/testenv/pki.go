@@ -65,7 +65,7 @@ func newPKI(dir string) (*pki, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses:  servingIPs(),
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {
@@ -115,4 +115,15 @@ func randomToken() (string, error) {
 		return "", fmt.Errorf("generating token: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// servingIPs are the API server certificate's addresses: loopback, and the
+// bridge gateway of every real-node slot, where PodReach forwards to the
+// API server for pods on a real node.
+func servingIPs() []net.IP {
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for slot := range realNodeSlots {
+		ips = append(ips, net.ParseIP(slotGateway(slot)))
+	}
+	return ips
 }
