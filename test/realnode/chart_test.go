@@ -88,9 +88,14 @@ func TestChartDaemonSetUpgradeOnRealNode(t *testing.T) {
 	first := renderChart(t, "lifeboat", ns, values("1.0.0"))
 	applyObjects(ctx, t, first)
 	old := waitDaemonSetPod(ctx, t, ns, "1.0.0", "")
-	usage := kubeletUsage(ctx, t, node, ns, old.Name)
-	t.Logf("lifeboat 1.0.0 Running on the real node as %s; kubelet reports memory working set %.1f MiB, CPU %.1f millicores (idle)",
-		old.Name, float64(usage.workingSet)/(1<<20), float64(usage.nanoCores)/1e6)
+	// Two samples: at the container's first stats, and after 25 s idle
+	// (cAdvisor housekeeps each container every 10-15 s).
+	for i, wait := range []time.Duration{0, 25 * time.Second} {
+		time.Sleep(wait)
+		usage := kubeletUsage(ctx, t, node, ns, old.Name)
+		t.Logf("lifeboat 1.0.0 Running on the real node as %s; sample %d: kubelet reports memory working set %.1f MiB, CPU %.1f millicores (idle)",
+			old.Name, i+1, float64(usage.workingSet)/(1<<20), float64(usage.nanoCores)/1e6)
+	}
 
 	start := time.Now()
 	applyObjects(ctx, t, renderChart(t, "lifeboat", ns, values("1.1.0")))
