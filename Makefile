@@ -62,6 +62,7 @@ demo: deps tools build
 test: deps tools lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
 	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
+	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
 
 # lint checks gofmt and that go.mod and go.sum are tidy (go mod tidy -diff),
 # and runs go vet and staticcheck, pinned in hack/tools/lint (built into bin/

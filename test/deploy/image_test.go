@@ -54,6 +54,12 @@ func parseGoBuild(fields []string) (goBuild, error) {
 				b.LDFlags = fields[i+1]
 			}
 			i++
+		case f == "-tags":
+			if i+1 >= len(fields) {
+				return b, fmt.Errorf("%s without a value", f)
+			}
+			b.Other = append(b.Other, f+"="+fields[i+1])
+			i++
 		case strings.HasPrefix(f, "-ldflags="):
 			b.LDFlags = strings.TrimPrefix(f, "-ldflags=")
 		case strings.HasPrefix(f, "-"):
@@ -163,9 +169,10 @@ func dockerfile() ([]string, error) {
 
 var mountOpt = regexp.MustCompile(`^--[a-z]+=\S+\s+`)
 
-// dockerGoBuild returns the words of the Dockerfile's go build command,
-// with the build arguments given.
-func dockerGoBuild(args map[string]string) ([]string, error) {
+// dockerGoBuild returns the words of the Dockerfile's go build command
+// that writes output (/out/lifeboat, /out/lifeboat-imds), with the build
+// arguments given.
+func dockerGoBuild(output string, args map[string]string) ([]string, error) {
 	instrs, err := dockerfile()
 	if err != nil {
 		return nil, err
@@ -173,7 +180,7 @@ func dockerGoBuild(args map[string]string) ([]string, error) {
 	var found []string
 	for _, in := range instrs {
 		rest, ok := strings.CutPrefix(in, "RUN ")
-		if !ok || !strings.Contains(rest, " go build ") {
+		if !ok || !strings.Contains(rest, " go build ") || !strings.Contains(rest+" ", " -o "+output+" ") {
 			continue
 		}
 		rest = strings.TrimSpace(rest)
@@ -183,7 +190,7 @@ func dockerGoBuild(args map[string]string) ([]string, error) {
 		found = append(found, rest)
 	}
 	if len(found) != 1 {
-		return nil, fmt.Errorf("the Dockerfile has %d RUN instructions with go build, want 1", len(found))
+		return nil, fmt.Errorf("the Dockerfile has %d RUN instructions with go build -o %s, want 1", len(found), output)
 	}
 	return shellFields(found[0], args)
 }
@@ -191,7 +198,7 @@ func dockerGoBuild(args map[string]string) ([]string, error) {
 // buildWithDockerfile runs the Dockerfile's go build line (for the host's
 // platform) in the repository, with the output in dir.
 func buildWithDockerfile(dir, version string) (string, error) {
-	words, err := dockerGoBuild(map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH, "VERSION": version})
+	words, err := dockerGoBuild("/out/lifeboat", map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH, "VERSION": version})
 	if err != nil {
 		return "", err
 	}
@@ -223,45 +230,31 @@ func buildWithDockerfile(dir, version string) (string, error) {
 // this package tests was built by that very line.
 func TestDockerfile(t *testing.T) {
 	const version = "v0.0.0-imagetest"
-	docker, err := dockerGoBuild(map[string]string{"TARGETOS": "linux", "TARGETARCH": "arm64", "VERSION": version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := parseGoBuild(docker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mk := exec.Command("make", "-s", "-n", "build", "VERSION="+version, "GO=go", "BIN=/out")
-	mk.Dir = testenv.RepoRoot()
-	out, err := mk.CombinedOutput()
-	if err != nil {
-		t.Fatalf("make -n build: %v\n%s", err, out)
-	}
-	var makeLine string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, "go build") {
-			makeLine = l
+	for _, b := range []struct{ output, target string }{
+		{"/out/lifeboat", "build"},
+		{"/out/lifeboat-imds", "build-imds"},
+	} {
+		docker, err := dockerGoBuild(b.output, map[string]string{"TARGETOS": "linux", "TARGETARCH": "arm64", "VERSION": version})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	words, err := shellFields(makeLine, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, err := parseGoBuild(words)
-	if err != nil {
-		t.Fatalf("the Makefile's build line %q: %v", makeLine, err)
-	}
-	if db.Env["GOOS"] != "linux" || db.Env["GOARCH"] != "arm64" {
-		t.Errorf("the Dockerfile does not build for TARGETOS/TARGETARCH: env %v", db.Env)
-	}
-	delete(db.Env, "GOOS")
-	delete(db.Env, "GOARCH")
-	db.Output, mb.Output = "", ""
-	if d := cmp.Diff(mb, db); d != "" {
-		t.Errorf("the Dockerfile's go build differs from the Makefile's (-make +Dockerfile):\n%s", d)
-	}
-	if db.Env["CGO_ENABLED"] != "0" || !db.Trimpath || !strings.Contains(db.LDFlags, "-s -w") || !strings.Contains(db.LDFlags, "-X main.version="+version) {
-		t.Errorf("go build %+v: want CGO_ENABLED=0, -trimpath, -ldflags \"-s -w -X main.version=...\"", db)
+		db, err := parseGoBuild(docker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb := makeGoBuild(t, b.target, version)
+		if db.Env["GOOS"] != "linux" || db.Env["GOARCH"] != "arm64" {
+			t.Errorf("the Dockerfile does not build %s for TARGETOS/TARGETARCH: env %v", b.output, db.Env)
+		}
+		delete(db.Env, "GOOS")
+		delete(db.Env, "GOARCH")
+		db.Output, mb.Output = "", ""
+		if d := cmp.Diff(mb, db); d != "" {
+			t.Errorf("the Dockerfile's go build of %s differs from make %s (-make +Dockerfile):\n%s", b.output, b.target, d)
+		}
+		if db.Env["CGO_ENABLED"] != "0" || !db.Trimpath || !strings.Contains(db.LDFlags, "-s -w") || !strings.Contains(db.LDFlags, "-X main.version="+version) {
+			t.Errorf("go build %+v: want CGO_ENABLED=0, -trimpath, -ldflags \"-s -w -X main.version=...\"", db)
+		}
 	}
 
 	// The stages: cross-compiling build stage, distroless non-root final stage.
@@ -273,7 +266,7 @@ func TestDockerfile(t *testing.T) {
 		"FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build",
 		"ARG TARGETOS", "ARG TARGETARCH", "ARG VERSION=dev",
 		"FROM gcr.io/distroless/static-debian12:nonroot",
-		"COPY --from=build /out/lifeboat /usr/local/bin/lifeboat",
+		"COPY --from=build /out/lifeboat /out/lifeboat-imds /usr/local/bin/",
 		"USER 65532:65532",
 		`ENTRYPOINT ["/usr/local/bin/lifeboat"]`,
 	} {
@@ -342,4 +335,30 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// makeGoBuild is the go build line of a Makefile target (make -n).
+func makeGoBuild(t *testing.T, target, version string) goBuild {
+	t.Helper()
+	mk := exec.Command("make", "-s", "-n", target, "VERSION="+version, "GO=go", "BIN=/out")
+	mk.Dir = testenv.RepoRoot()
+	out, err := mk.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n %s: %v\n%s", target, err, out)
+	}
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "go build") {
+			line = l
+		}
+	}
+	words, err := shellFields(line, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := parseGoBuild(words)
+	if err != nil {
+		t.Fatalf("make %s's build line %q: %v", target, line, err)
+	}
+	return b
 }

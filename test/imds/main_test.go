@@ -6,6 +6,7 @@
 package imds
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,9 +18,21 @@ var (
 	lifeboatBin string
 )
 
+// LIFEBOAT_IMDS_BUILD=imdsonly runs the suite against lifeboat-imds, the
+// IMDS-only build that the chart's DaemonSet runs; `make test` runs the
+// package once with each build, so that both are tested the same way.
 func TestMain(m *testing.M) {
+	var tags []string
+	switch b := os.Getenv("LIFEBOAT_IMDS_BUILD"); b {
+	case "":
+	case "imdsonly":
+		tags = []string{b}
+	default:
+		fmt.Fprintf(os.Stderr, "LIFEBOAT_IMDS_BUILD=%q: want imdsonly or nothing\n", b)
+		os.Exit(2)
+	}
 	// Pods are bound to their node directly: no scheduler needed.
-	os.Exit(testenv.SuiteMain(m, "imds", testenv.SuiteOptions{Kube: testenv.Options{NoScheduler: true}}, func(s *testenv.Suite) {
+	os.Exit(testenv.SuiteMain(m, "imds", testenv.SuiteOptions{Kube: testenv.Options{NoScheduler: true}, LifeboatTags: tags}, func(s *testenv.Suite) {
 		kube, lifeboatBin = s.Kube, s.Lifeboat
 	}))
 }

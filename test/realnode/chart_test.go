@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,6 +89,11 @@ func TestChartDaemonSetUpgradeOnRealNode(t *testing.T) {
 	first := renderChart(t, "lifeboat", ns, values("1.0.0"))
 	applyObjects(ctx, t, first)
 	old := waitDaemonSetPod(ctx, t, ns, "1.0.0", "")
+	// The chart's default: the IMDS-only build of the same image, with
+	// Go's GC settings for a small heap.
+	if c := old.Spec.Containers[0]; !slices.Equal(c.Command, []string{"/usr/local/bin/lifeboat-imds"}) {
+		t.Errorf("the DaemonSet's command is %q, want lifeboat-imds", c.Command)
+	}
 	// Two samples: at the container's first stats, and after 25 s idle
 	// (cAdvisor housekeeps each container every 10-15 s).
 	for i, wait := range []time.Duration{0, 25 * time.Second} {

@@ -145,9 +145,12 @@ func layerTar(files []ImageFile) ([]byte, error) {
 
 // goBinary builds a static binary of a package of this module for Linux on
 // this machine's architecture and returns its bytes.
-func goBinary(dir, pkg string, ldflags string) ([]byte, error) {
-	out := filepath.Join(dir, filepath.Base(pkg)+".bin")
+func goBinary(dir, pkg string, ldflags string, tags ...string) ([]byte, error) {
+	out := filepath.Join(dir, strings.Join(append([]string{filepath.Base(pkg)}, tags...), "-")+".bin")
 	args := []string{"build", "-trimpath", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
 	if ldflags != "" {
 		args = append(args, "-ldflags", ldflags)
 	}
@@ -187,17 +190,22 @@ func BuildImages(dir string) (map[string]string, error) {
 
 // BuildLifeboatImage builds lifeboat's own image, tagged tag (which is
 // also its version), into dir and returns the path of its archive: the
-// binary built with the Dockerfile's build line, CGO_ENABLED=0 go build
-// -trimpath -ldflags "-s -w -X main.version=${VERSION}" (test/deploy checks
-// that it matches the Makefile's), at the Dockerfile's path, as its user,
-// with its entrypoint and command.
+// binaries built with the Dockerfile's build lines, CGO_ENABLED=0 go build
+// [-tags imdsonly] -trimpath -ldflags "-s -w -X main.version=${VERSION}"
+// (test/deploy checks that they match the Makefile's), at the Dockerfile's
+// paths, as its user, with its entrypoint and command.
 func BuildLifeboatImage(dir, tag string) (string, error) {
 	lifeboat, err := goBinary(dir, "./cmd/lifeboat", "-s -w -X main.version="+tag)
 	if err != nil {
 		return "", err
 	}
+	imds, err := goBinary(dir, "./cmd/lifeboat", "-s -w -X main.version="+tag, "imdsonly")
+	if err != nil {
+		return "", err
+	}
 	files := []ImageFile{
 		{Path: "/usr/local/bin/lifeboat", Mode: 0o755, Data: lifeboat},
+		{Path: "/usr/local/bin/lifeboat-imds", Mode: 0o755, Data: imds},
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
 		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
 	}

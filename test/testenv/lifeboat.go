@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // BuildLifeboat builds the lifeboat binary into dir and returns its path.
@@ -12,12 +13,20 @@ import (
 // flags on purpose: they share the build cache with `go test`, so the suites
 // pay no second compile of the dependencies (test/deploy checks the
 // release flags of the Makefile and Dockerfile separately).
-func BuildLifeboat(dir string) (string, error) {
+//
+// Tags select a build: BuildLifeboat(dir, "imdsonly") is lifeboat-imds, the
+// DaemonSet's binary.
+func BuildLifeboat(dir string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, "lifeboat")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/lifeboat")
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		bin += "-" + strings.Join(tags, "-")
+		args = []string{"build", "-tags", strings.Join(tags, ","), "-o", bin}
+	}
+	cmd := exec.Command("go", append(args, "./cmd/lifeboat")...)
 	cmd.Dir = RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building lifeboat: %w\n%s", err, out)
+		return "", fmt.Errorf("building lifeboat %v: %w\n%s", tags, err, out)
 	}
 	return bin, nil
 }

@@ -28,6 +28,9 @@ type SuiteOptions struct {
 	// Images builds the real node's images (BuildImages) once for the
 	// suite.
 	Images bool
+	// LifeboatTags are build tags of the suite's lifeboat binary
+	// ("imdsonly": lifeboat-imds).
+	LifeboatTags []string
 }
 
 // SuiteMain starts a Suite, hands it to use (to set the package's
@@ -43,7 +46,7 @@ func SuiteMain(m *testing.M, name string, o SuiteOptions, use func(*Suite)) int 
 	}
 	defer os.RemoveAll(dir)
 	var s Suite
-	if s.Lifeboat, err = BuildLifeboat(dir); err != nil {
+	if s.Lifeboat, err = BuildLifeboat(dir, o.LifeboatTags...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -194,6 +194,14 @@ itself) and, in imds mode, its node, from the downward API. */}}
   valueFrom:
     fieldRef:
       fieldPath: spec.nodeName
+{{- with .Values.daemonsetGoGC }}
+- name: GOGC
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.daemonsetGoMemLimit }}
+- name: GOMEMLIMIT
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- include "lifeboat.settings" . }}
 {{- with .Values.extraEnv }}
@@ -206,6 +214,9 @@ itself) and, in imds mode, its node, from the downward API. */}}
 - name: lifeboat
   image: {{ include "lifeboat.image" . | quote }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
+  {{- if and (eq (include "lifeboat.mode" .) "imds") .Values.daemonsetCommand }}
+  command: {{ toJson .Values.daemonsetCommand }}
+  {{- end }}
   args:
     - run
     {{- if eq (include "lifeboat.drainOn" .) "" }}
