@@ -28,6 +28,16 @@ var realNodePackages = []struct{ pkg, path string }{
 const cniBinDir = "/usr/lib/cni"
 
 // checkRealNodeDeps reports every missing package of a real node at once.
+// CheckRealNodeDeps fails, naming what is missing, unless a real node can
+// start here: the Debian packages' binaries, root and the kubelet in bin/.
+func CheckRealNodeDeps() error {
+	if err := checkRealNodeDeps(); err != nil {
+		return err
+	}
+	_, err := BinPath("kubelet")
+	return err
+}
+
 func checkRealNodeDeps() error {
 	var missing []string
 	seen := map[string]bool{}
