@@ -51,7 +51,7 @@ func checkRealNodeDeps() error {
 		return fmt.Errorf("the real node needs %s: run `make deps` as root (hack/debian-deps.sh installs them)", strings.Join(missing, ", "))
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("the real node runs containerd and a kubelet, which need root; this test runs as uid %d", os.Geteuid())
+		return fmt.Errorf("the real node runs containerd and a kubelet, which need root; this process runs as uid %d", os.Geteuid())
 	}
 	return nil
 }
