@@ -46,7 +46,8 @@ IMAGE_FLAGS ?=
 image:
 	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_FLAGS) .
 
-# demo plays a Spot interruption, a scale-in and a warm-pool launch against
+# demo plays a Spot interruption (on a real node: a kubelet with its own
+# containerd, so it runs as root), a scale-in and a warm-pool launch against
 # the embedded testbed with the real lifeboat binary, prints a live timeline
 # and writes out/demo-timeline.html (docs/demo.md). DEMO_FLAGS go to the
 # program (e.g. -keep, -pod-shutdown 20s).

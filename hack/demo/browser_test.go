@@ -22,6 +22,9 @@ type renderedScene struct {
 	Title     string         `json:"title"`
 	Lanes     []renderedLane `json:"lanes"`
 	Deadlines int            `json:"deadlines"`
+	// WorkloadNote is whether the legend saying that the workload markers
+	// come from the real process's own record is shown.
+	WorkloadNote bool `json:"workloadNote"`
 }
 
 type renderedLane struct {
@@ -31,7 +34,9 @@ type renderedLane struct {
 	Shutdowns int    `json:"shutdowns"`
 	Timeouts  int    `json:"timeouts"`
 	Markers   int    `json:"markers"`
-	Width     int    `json:"width"`
+	// Workload counts the markers taken from a workload's own record.
+	Workload int `json:"workload"`
+	Width    int `json:"width"`
 }
 
 // sceneJS collects, for every scene, the rows and bars the browser laid
@@ -43,6 +48,7 @@ const sceneJS = `(() => {
     scene: sec.dataset.scene,
     title: shown(sec.querySelector('h2')) ? sec.querySelector('h2').innerText : '',
     deadlines: count(sec, 'g.deadline'),
+    workloadNote: shown(document.querySelector('p.workload-note')) && /from the real process itself/.test(document.querySelector('p.workload-note').innerText),
     lanes: Array.from(sec.querySelectorAll('g.lane')).filter(shown).map(g => ({
       name: g.dataset.lane,
       label: shown(g.querySelector('text.lane-name')) ? g.querySelector('text.lane-name').textContent : '',
@@ -50,6 +56,7 @@ const sceneJS = `(() => {
       shutdowns: count(g, 'g.shutdown rect'),
       timeouts: count(g, 'g.timeout line'),
       markers: count(g, 'g.fact'),
+      workload: count(g, 'g.fact[data-source=workload]'),
       width: Math.round(g.getBoundingClientRect().width),
     })),
   }));
@@ -133,6 +140,12 @@ func checkRendered(t reporter, got []renderedScene, r report) {
 				want[f.Lane] = w
 			}
 			w.Markers++
+			if f.Source == srcWorkload {
+				w.Workload++
+				if !g.WorkloadNote {
+					t.Errorf("scene %s: the page shows facts from a workload's record but not the legend saying they come from the real process", s.Name)
+				}
+			}
 			if f.Step == stepEvicted {
 				w.Shutdowns = 1
 			}
@@ -150,6 +163,8 @@ func checkRendered(t reporter, got []renderedScene, r report) {
 				t.Errorf("scene %s: row %q is labelled %q", s.Name, name, l.Label)
 			case l.Markers != w.Markers:
 				t.Errorf("scene %s, row %q: %d markers visible, want %d", s.Name, name, l.Markers, w.Markers)
+			case l.Workload != w.Workload:
+				t.Errorf("scene %s, row %q: %d markers from the workload's own record visible, want %d", s.Name, name, l.Workload, w.Workload)
 			case l.Shutdowns < w.Shutdowns:
 				t.Errorf("scene %s, row %q: the pod's shutdown (preStop, SIGTERM, exit) is not drawn", s.Name, name)
 			case l.Timeouts != w.Timeouts:
@@ -195,6 +210,31 @@ func TestTimelineCheckFailsOnHiddenRows(t *testing.T) {
 	}
 }
 
+// A page whose markers from the workloads' records are not drawn, or
+// whose legend does not say where they come from, fails the check.
+func TestTimelineCheckFailsOnHiddenWorkloadFacts(t *testing.T) {
+	r := sampleReport(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	for _, hide := range []string{"g.fact[data-source=workload]", "p.workload-note"} {
+		path := filepath.Join(t.TempDir(), "demo-timeline.html")
+		if err := writeHTML(path, r); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden := strings.Replace(string(b), "</style>", hide+" { display: none; }\n</style>", 1)
+		if err := os.WriteFile(path, []byte(hidden), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec := &failures{}
+		checkRendered(rec, renderInBrowser(t, path), r)
+		if len(rec.msgs) == 0 {
+			t.Errorf("checkRendered passed a page with %s hidden", hide)
+		}
+	}
+}
+
 // sampleReport is a run of the three scenes as the demo records it.
 func sampleReport(t0 time.Time) report {
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
@@ -220,6 +260,10 @@ func sampleReport(t0 time.Time) report {
 	for i, p := range []string{"pod shop/web-1", "pod shop/checkout-1"} {
 		add(sceneSpot, srcPod, stepEvicting, p, 1+float64(i)*5, 0)
 		add(sceneSpot, srcPod, stepEvicted, p, 4+float64(i)*5, 0)
+	}
+	// A real pod's own record: preStop, SIGTERM, exit.
+	for i, step := range []string{stepPreStopBegin, stepPreStopEnd, stepSIGTERM, stepExit} {
+		add(sceneSpot, srcWorkload, step, "pod shop/checkout-1", 6.1+float64(i)*0.9, 0)
 	}
 	lane := "terminate hook i-0b"
 	add(sceneScaleIn, srcAWS, stepSignal, "Auto Scaling API", 30, 0)

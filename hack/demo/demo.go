@@ -53,6 +53,8 @@ type demo struct {
 	lifeboat *testenv.Process
 	factory  informers.SharedInformerFactory
 	bin      string
+	// machines boots the real group's instances as real nodes (realpods.go).
+	machines *testenv.RealMachines
 
 	// joins carries instances that started running to the node joiner.
 	joins chan awssim.Instance
@@ -215,6 +217,9 @@ func (d *demo) close() int {
 	}
 	if d.sim != nil {
 		_ = d.sim.Close()
+	}
+	if d.machines != nil {
+		d.machines.Close() // the real node: every process, mount and network namespace
 	}
 	if d.moto != nil {
 		d.moto.Proc.Stop()

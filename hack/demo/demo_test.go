@@ -102,6 +102,8 @@ func TestDemo(t *testing.T) {
 	if !hasFact(byScene[sceneSpot], stepEvicted, "gone 3/3") {
 		t.Errorf("spot scene: no fact with progress gone 3/3: %v", texts(byScene[sceneSpot], stepEvicted))
 	}
+	// The real node's pods, from their own records.
+	checkRealPods(t, byScene[sceneSpot], out.String())
 	// The order of the brief: signal received → cordoned → evicting →
 	// heartbeat → completed, and completed only once the pod is gone.
 	scaleIn := byScene[sceneScaleIn]
@@ -162,8 +164,8 @@ func TestDemoInterrupted(t *testing.T) {
 // temporary directory removed.
 func checkStopped(t *testing.T, res *result) {
 	t.Helper()
-	if len(res.ProcessGroups) < 7 {
-		t.Errorf("run reports %d processes, want 7 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, moto, lifeboat)", len(res.ProcessGroups))
+	if len(res.ProcessGroups) < 9 {
+		t.Errorf("run reports %d processes, want 9 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, moto, lifeboat, the real node's containerd and kubelet)", len(res.ProcessGroups))
 	}
 	groups := map[int]bool{}
 	for _, g := range res.ProcessGroups {

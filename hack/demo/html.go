@@ -104,7 +104,8 @@ var stepColors = map[string]string{
 	stepEvent: "#7c3aed", stepRefused: "#dc2626", stepCordoned: "#ea580c", stepTainted: "#ea580c",
 	stepUncordoned: "#0891b2", stepNodeJoined: "#0891b2", stepNodeReady: "#059669", stepNodeDeleted: "#475569",
 	stepPodCreated: "#0891b2", stepPodScheduled: "#0891b2", stepPodReady: "#059669", stepEvicting: "#f59e0b",
-	stepEvicted: "#16a34a",
+	stepEvicted: "#16a34a", stepPreStopBegin: "#0d9488", stepPreStopEnd: "#0f766e", stepSIGTERM: "#b45309",
+	stepExit: "#15803d", stepCutOff: "#dc2626",
 }
 
 func stepColor(step string) string {
@@ -120,7 +121,8 @@ type legendItem struct{ Step, Color string }
 
 func legend() []legendItem {
 	steps := []string{stepSignal, stepAction, stepReceived, stepCordoned, stepDraining, stepEvicting, stepRefused, stepEvicted,
-		stepDrained, stepHeartbeat, stepCompleted, stepNodeJoined, stepNodeReady, stepPodReady, stepInstance}
+		stepDrained, stepHeartbeat, stepCompleted, stepNodeJoined, stepNodeReady, stepPodReady, stepInstance,
+		stepPreStopBegin, stepPreStopEnd, stepSIGTERM, stepExit, stepCutOff}
 	var out []legendItem
 	for _, s := range steps {
 		out = append(out, legendItem{s, stepColor(s)})
@@ -155,7 +157,7 @@ func sceneSVG(s *sceneState, facts []Fact) string {
 		l, ok := byName[f.Lane]
 		if !ok {
 			l = &lane{name: f.Lane, source: f.Source}
-			if f.Source == srcLifeboat && strings.HasPrefix(f.Lane, "pod ") {
+			if (f.Source == srcLifeboat || f.Source == srcWorkload) && strings.HasPrefix(f.Lane, "pod ") {
 				l.source = srcPod
 			}
 			byName[f.Lane] = l
@@ -232,8 +234,8 @@ func sceneSVG(s *sceneState, facts []Fact) string {
 					f.Step, title, px-1.5, mid-8, stepColor(f.Step))
 				continue
 			}
-			fmt.Fprintf(&b, `<g class="fact" data-step="%s"><title>%s</title><circle cx="%.1f" cy="%d" r="5.5" fill="%s" stroke="#fff" stroke-width="1.5"/></g>`,
-				f.Step, title, px, mid, stepColor(f.Step))
+			fmt.Fprintf(&b, `<g class="fact" data-step="%s" data-source="%s"><title>%s</title><circle cx="%.1f" cy="%d" r="5.5" fill="%s" stroke="#fff" stroke-width="1.5"/></g>`,
+				f.Step, f.Source, title, px, mid, stepColor(f.Step))
 			text := f.Label
 			width := float64(len([]rune(text))) * 6.1
 			if text == "" || px < labelEnd {
@@ -327,7 +329,8 @@ details { margin-top: 6px; }
 <body>
 <h1>lifeboat demo timeline</h1>
 <p class="meta">Generated {{.Generated}} by <code>make demo</code>: the real lifeboat binary in queue mode against an embedded testbed
-(kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kwok nodes, moto for SQS/EC2/EventBridge, the Auto Scaling simulator).
+(kube-apiserver, etcd, kube-controller-manager, kube-scheduler, moto for SQS/EC2/EventBridge, the Auto Scaling simulator). The Spot scene's node
+is real (a kubelet with its own containerd on this machine) and its pods are real processes; the other nodes are kwok's.
 Time is scaled: lifecycle hooks time out after {{.Report.HookTimeout}} (AWS: 30 s at least), the scale-in pod needs {{.Report.PodShutdown}} to shut down,
 a warm instance {{.Report.BootDelay}} to boot. Facts come from the cluster (nodes, pods, lifeboat's Events), the Auto Scaling simulator
 (instances, lifecycle actions) and lifeboat's log (refused evictions). Hover a marker for details.</p>
@@ -337,6 +340,9 @@ a warm instance {{.Report.BootDelay}} to boot. Facts come from the cluster (node
 a <b style="color:#047857">dark green bar</b> is a pod shutting down (preStop, SIGTERM, until its containers exit);
 a <b style="color:#dc2626">dashed red line</b> runs from a lifecycle action's start or heartbeat to when it would time out;
 a <b style="color:#dc2626">red vertical line</b> is AWS's deadline for the instance.</p>
+<p class="legend workload-note">On a real pod's row, the markers <b>prestop-begin</b>, <b>prestop-end</b>, <b>sigterm</b> and <b>exit</b>
+(or <b style="color:#dc2626">cut-off</b>) come from the real process itself: the workload in the container writes each step with its
+timestamp to its own record, which the demo reads after the pod is gone (source <code>workload</code> in the table).</p>
 {{range .Scenes}}
 <section class="scene" data-scene="{{.Name}}">
 <h2>{{.Number}}. {{.Title}}</h2>

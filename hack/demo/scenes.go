@@ -105,19 +105,13 @@ func (d *demo) setScene(ctx context.Context) (*scene, error) {
 		return nil, err
 	}
 
-	replace := map[string]string{groupLabel: groupOnDemand}
+	// The Spot node's pods are real processes (realpods.go); the others kwok's.
 	pods := []testenv.PodSpec{
-		{Namespace: nsShop, Name: "checkout-a", Node: s.spotNode, Labels: map[string]string{"app": "checkout"},
-			OwnerKind: testenv.OwnerReplicaSet, ReplacementNodeSelector: replace, Grace: 30 * time.Second, ShutdownAfter: time.Second},
-		{Namespace: nsShop, Name: "checkout-b", Node: s.spotNode, Labels: map[string]string{"app": "checkout"},
-			OwnerKind: testenv.OwnerReplicaSet, ReplacementNodeSelector: replace, Grace: 30 * time.Second, ShutdownAfter: time.Second},
-		{Namespace: nsShop, Name: "worker", Node: s.spotNode, Labels: map[string]string{"app": "worker"},
-			OwnerKind: testenv.OwnerReplicaSet, ReplacementNodeSelector: replace, Grace: 300 * time.Second, ShutdownAfter: 3 * time.Second},
-		{Namespace: nsShop, Name: "log-shipper", Node: s.spotNode, OwnerKind: testenv.OwnerDaemonSet, ShutdownAfter: time.Second},
 		{Namespace: nsBatch, Name: "report-job", Node: s.batchNode,
 			Grace: max(60*time.Second, 2*d.cfg.PodShutdown), ShutdownAfter: d.cfg.PodShutdown},
 	}
 	g, gctx = errgroup.WithContext(ctx)
+	g.Go(func() error { return d.createRealPods(gctx, s.spotNode) })
 	for _, p := range pods {
 		g.Go(func() error {
 			_, err := d.env.CreatePod(gctx, p)
@@ -134,7 +128,7 @@ func (d *demo) setScene(ctx context.Context) (*scene, error) {
 	}
 	d.tl.say("scene set: Auto Scaling groups %s (1 instance), %s (empty), %s (1 instance, terminate hook), %s (empty, launch hook)",
 		groupSpot, groupOnDemand, groupBatch, groupWeb)
-	d.tl.say("          node %s: checkout-a, checkout-b (PodDisruptionBudget minAvailable 1), worker (grace 300s), log-shipper (DaemonSet)",
+	d.tl.say("          real node %s: checkout-a, checkout-b (PodDisruptionBudget minAvailable 1), worker (grace 300s), log-shipper (DaemonSet): real processes, preStop 2s",
 		shortNode(s.spotNode))
 	d.tl.say("          node %s: report-job (needs %s to shut down); hooks time out after %s; a new instance needs %s to boot",
 		shortNode(s.batchNode), d.cfg.PodShutdown, d.cfg.HookTimeout, d.cfg.BootDelay)
@@ -244,7 +238,7 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 	if err != nil {
 		return err
 	}
-	d.tl.begin(sceneSpot, fmt.Sprintf("Spot interruption: node %s (%s) runs %d pods to move, 2 of them under a PodDisruptionBudget",
+	d.tl.begin(sceneSpot, fmt.Sprintf("Spot interruption: real node %s (%s, a real kubelet) runs %d real pods to move, 2 of them under a PodDisruptionBudget",
 		shortNode(s.spotNode), s.spotInstance, len(pods)), pods)
 	d.tl.add(Fact{Scene: sceneSpot, Source: srcAWS, Step: stepSignal, Lane: "EventBridge", Label: "Spot interruption notice",
 		Text: fmt.Sprintf("%s for %s (terminate): AWS takes the instance in %s", route.SpotInterruption, s.spotInstance, spotNotice)})
@@ -296,8 +290,7 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 		summary = append(summary, fmt.Sprintf("worker's 300s grace period was capped to %ds: what is left before AWS acts, less --deadline-margin", g))
 	}
 	summary = append(summary, "log-shipper (DaemonSet) stays until the instance goes")
-	d.tl.end(sceneSpot, summary...)
-	return nil
+	return d.endWithRecords(sceneSpot, pods, summary)
 }
 
 // scaleIn: the batch group is scaled in while its node runs a pod that
@@ -399,7 +392,7 @@ func (d *demo) warmPool(ctx context.Context, _ *scene) error {
 		in, _ := d.sim.Instance(warm)
 		// Three completions: the pool entry, the way out, the refill's entry.
 		seen := d.tl.count(sceneWarmPool, stepCompleted) >= 3 && d.tl.count(sceneWarmPool, stepLifecycleReport) >= 3
-		return ok && !a.Active() && in.LifecycleState == astypes.LifecycleStateInService && d.pooled(groupWeb, warm) != "" && seen, nil
+		return ok && !a.Active() && in.LifecycleState == astypes.LifecycleStateInService && d.pooled(groupWeb, warm) != "" && seen && d.nodeOf(warm) != "", nil
 	})
 	if err != nil {
 		return err

@@ -32,14 +32,26 @@ const (
 // Auto Scaling simulator, and creates the queue and rules of
 // deploy/aws/lifeboat.cfn.json in moto.
 func (d *demo) startTestbed(ctx context.Context) error {
-	d.tl.say("starting the testbed: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, moto")
+	// The Spot scene's node is real: no silent fallback to kwok.
+	if err := testenv.CheckRealNodeDeps(); err != nil {
+		return fmt.Errorf("the Spot scene runs a real node: %w", err)
+	}
+	d.tl.say("starting the testbed: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, moto; building the real node's images")
 	began := time.Now()
 	var (
-		env  *testenv.Env
-		moto *testenv.Moto
-		bin  = d.cfg.Lifeboat
+		env    *testenv.Env
+		moto   *testenv.Moto
+		images map[string]string
+		bin    = d.cfg.Lifeboat
 	)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		if images, err = testenv.BuildImages(d.tmp); err != nil {
+			return fmt.Errorf("building the real node's images (sandbox, workload): %w", err)
+		}
+		return nil
+	})
 	g.Go(func() error {
 		var err error
 		env, err = testenv.New(gctx, testenv.Options{Dir: filepath.Join(d.tmp, "kube")})
@@ -75,6 +87,7 @@ func (d *demo) startTestbed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.machines = &testenv.RealMachines{Env: env, Images: images}
 	d.tl.say("testbed up in %s", time.Since(began).Round(100*time.Millisecond))
 
 	d.stack, err = testenv.CreateQueueStack(ctx, moto.Endpoint, "lifeboat")
@@ -148,9 +161,11 @@ func (d *demo) instanceRunning(ctx context.Context, inst awssim.Instance) {
 	}
 }
 
-// instanceGone deletes the node of a terminated instance, as the cloud
-// controller manager would.
+// instanceGone powers a real node off as AWS powers a machine off (its
+// processes killed), and deletes the node of a terminated instance, as the
+// cloud controller manager would.
 func (d *demo) instanceGone(ctx context.Context, inst awssim.Instance) {
+	d.machines.PowerOff(inst) // nothing for a kwok node
 	if inst.EC2State != "terminated" {
 		return
 	}
@@ -162,8 +177,8 @@ func (d *demo) instanceGone(ctx context.Context, inst awssim.Instance) {
 	}
 }
 
-// joinNodes turns running instances into kwok nodes, each after its
-// group's boot delay.
+// joinNodes turns running instances into nodes, each after its group's
+// boot delay: real nodes for the real group, kwok nodes for the others.
 func (d *demo) joinNodes(ctx context.Context) error {
 	for {
 		select {
@@ -180,6 +195,9 @@ func (d *demo) joinNodes(ctx context.Context) error {
 }
 
 func (d *demo) boot(ctx context.Context, inst awssim.Instance, delay time.Duration) error {
+	if inst.GroupName == realGroup {
+		return d.bootReal(ctx, inst)
+	}
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	select {

@@ -425,7 +425,7 @@ const (
 	cyan    = "36"
 )
 
-var sourceColor = map[string]string{srcAWS: yellow, srcASG: yellow, srcLifeboat: magenta, srcNode: blue, srcPod: cyan}
+var sourceColor = map[string]string{srcAWS: yellow, srcASG: yellow, srcLifeboat: magenta, srcNode: blue, srcPod: cyan, srcWorkload: green}
 
 func (t *timeline) paint(color, s string) string {
 	if !t.color || color == "" {

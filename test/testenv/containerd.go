@@ -28,6 +28,16 @@ var realNodePackages = []struct{ pkg, path string }{
 const cniBinDir = "/usr/lib/cni"
 
 // checkRealNodeDeps reports every missing package of a real node at once.
+// CheckRealNodeDeps fails, naming what is missing, unless a real node can
+// start here: the Debian packages' binaries, root and the kubelet in bin/.
+func CheckRealNodeDeps() error {
+	if err := checkRealNodeDeps(); err != nil {
+		return err
+	}
+	_, err := BinPath("kubelet")
+	return err
+}
+
 func checkRealNodeDeps() error {
 	var missing []string
 	seen := map[string]bool{}
@@ -41,7 +51,7 @@ func checkRealNodeDeps() error {
 		return fmt.Errorf("the real node needs %s: run `make deps` as root (hack/debian-deps.sh installs them)", strings.Join(missing, ", "))
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("the real node runs containerd and a kubelet, which need root; this test runs as uid %d", os.Geteuid())
+		return fmt.Errorf("the real node runs containerd and a kubelet, which need root; this process runs as uid %d", os.Geteuid())
 	}
 	return nil
 }
