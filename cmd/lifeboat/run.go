@@ -154,7 +154,8 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 
 // deps are the controller's collaborators on the nodes of index.
 func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
-	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log}
+	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log,
+		Forecast: drain.ForecastSource{Drainer: drainer, PDBs: a.kube.main.PolicyV1()}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
 	}

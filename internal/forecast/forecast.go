@@ -21,6 +21,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 )
@@ -66,6 +67,7 @@ type Input struct {
 // Miss is a pod that will not be gone before the deadline.
 type Miss struct {
 	Namespace, Name string
+	UID             types.UID
 	Reason          Reason
 	// Detail is a sentence for people: the budget, the grace period and
 	// the time left.
@@ -112,7 +114,7 @@ func For(in Input) Forecast {
 	}
 	miss := func(p *corev1.Pod, r Reason, detail string) {
 		if hasDeadline {
-			f.Misses = append(f.Misses, Miss{Namespace: p.Namespace, Name: p.Name, Reason: r, Detail: detail})
+			f.Misses = append(f.Misses, Miss{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: r, Detail: detail})
 		}
 	}
 	// start is when the current group's evictions begin (from now);
