@@ -141,10 +141,10 @@ func For(in Input) Forecast {
 				miss(p, OrderedTooLate, fmt.Sprintf("drained in group %d, after a pod a PodDisruptionBudget blocks until the deadline", gi+1))
 				continue
 			}
-			if names := blocking(p, in.PDBs, allowed); len(names) > 0 {
+			if idx := blocking(p, in.PDBs, allowed); len(idx) > 0 {
 				groupBlocked = true
 				f.Bounded = false
-				miss(p, PDBBlocks, fmt.Sprintf("PodDisruptionBudget %s allows no disruption", joinNames(names)))
+				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx))
 				continue
 			}
 			consume(p, in.PDBs, allowed)
@@ -191,15 +191,38 @@ func hasPreStop(p *corev1.Pod) bool {
 	return false
 }
 
-// blocking returns the budgets covering p that allow no more disruption.
-func blocking(p *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, allowed []int32) []string {
-	var names []string
+// blocking returns the indexes of the budgets covering p that allow no
+// more disruption.
+func blocking(p *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, allowed []int32) []int {
+	var idx []int
 	for i := range pdbs {
 		if covers(&pdbs[i], p) && allowed[i] <= 0 {
-			names = append(names, pdbs[i].Name)
+			idx = append(idx, i)
 		}
 	}
-	return names
+	return idx
+}
+
+// blockedDetail says why the budgets idx refuse a pod's eviction: none
+// allows a disruption now, or their disruptions go to the pods evicted
+// before it (a replacement becoming ready would free one, in time or not).
+func blockedDetail(pdbs []policyv1.PodDisruptionBudget, idx []int) string {
+	var none, taken []string
+	for _, i := range idx {
+		if n := pdbs[i].Status.DisruptionsAllowed; n <= 0 {
+			none = append(none, pdbs[i].Name)
+		} else {
+			taken = append(taken, fmt.Sprintf("%s (%d now)", pdbs[i].Name, n))
+		}
+	}
+	var parts []string
+	if len(none) > 0 {
+		parts = append(parts, "PodDisruptionBudget "+joinNames(none)+" allows no disruption")
+	}
+	if len(taken) > 0 {
+		parts = append(parts, "the disruptions PodDisruptionBudget "+joinNames(taken)+" allows go to the pods evicted before it; this one waits for a replacement to become ready")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // consume takes one disruption from every budget covering p: the API

@@ -130,6 +130,25 @@ func TestForKeepsInput(t *testing.T) {
 	}
 }
 
+func TestPDBDetail(t *testing.T) {
+	pdbs := []policyv1.PodDisruptionBudget{pdb("db", "db", 1), pdb("all-db", "db", 0)}
+	f := For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db"))}, PDBs: pdbs[:1]})
+	if len(f.Misses) != 0 {
+		t.Fatalf("misses %v, want none", f.Misses)
+	}
+	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, PDBs: pdbs})
+	want := "shop/db-0 (PDBBlocks: PodDisruptionBudget all-db allows no disruption)"
+	want1 := "shop/db-1 (PDBBlocks: PodDisruptionBudget all-db allows no disruption)"
+	if len(f.Misses) != 2 || f.Misses[0].String() != want || f.Misses[1].String() != want1 {
+		t.Fatalf("misses = %v", f.Misses)
+	}
+	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, PDBs: pdbs[:1]})
+	want = "shop/db-1 (PDBBlocks: the disruptions PodDisruptionBudget db (1 now) allows go to the pods evicted before it; this one waits for a replacement to become ready)"
+	if len(f.Misses) != 1 || f.Misses[0].String() != want {
+		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+}
+
 func TestMissDetail(t *testing.T) {
 	f := For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("batch", grace(300), preStop())}})
 	want := "shop/batch (GraceExceedsTimeLeft: grace period 5m0s, 2m0s left before the deadline: its preStop hook is cut short)"
