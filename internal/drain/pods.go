@@ -42,3 +42,7 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 	}
 	return pods, list.Items, nil
 }
+
+// Evictable reports whether a drain removes the pod: not a mirror pod, not
+// owned by a DaemonSet, not finished.
+func Evictable(p *corev1.Pod) bool { return evictable(p) }
