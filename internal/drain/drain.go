@@ -280,7 +280,13 @@ func listProblems(ps []PodProblem) string {
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
 // also returns the list's resourceVersion, from which waitGone can watch.
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
-	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	return listToEvict(ctx, d.client, node, d.skip)
+}
+
+// listToEvict lists the node's pods through client and keeps those a
+// drain evicts (evictable, not skipped), with the list's resourceVersion.
+func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {
@@ -289,7 +295,7 @@ func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, s
 	var out []corev1.Pod
 	for i := range list.Items {
 		pod := &list.Items[i]
-		if evictable(pod) && !d.skip(pod) {
+		if evictable(pod) && !skip(pod) {
 			out = append(out, *pod)
 		}
 	}

@@ -10,33 +10,40 @@ import (
 	typedpolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1"
 )
 
-// PodsToEvict returns the node's pods a drain would evict now (the same
-// list and filter Drain uses), for the drain forecast.
-func (d *Drainer) PodsToEvict(ctx context.Context, node string) ([]corev1.Pod, error) {
-	pods, _, err := d.podsToEvict(ctx, node)
-	return pods, err
-}
-
 // Order splits pods into the groups Drain evicts one after the other:
 // ordinary pods first, system-critical pods last (empty groups left out).
 // A group starts once every pod of the one before it is gone.
 func Order(pods []corev1.Pod) [][]corev1.Pod { return priorityGroups(pods) }
 
+// ForecastClient is what ForecastSource reads through: pods and
+// PodDisruptionBudgets (a kubernetes.Interface is one).
+type ForecastClient interface {
+	Client
+	PolicyV1() typedpolicyv1.PolicyV1Interface
+}
+
 // ForecastSource reads what the drain forecast needs about a node: the
-// pods a drain would evict and the cluster's PodDisruptionBudgets.
+// pods a drain would evict (the same list and filter as Drain) and the
+// cluster's PodDisruptionBudgets. Give it a client with a rate limiter of
+// its own: a forecast must never delay an eviction.
 type ForecastSource struct {
-	Drainer *Drainer
-	PDBs    typedpolicyv1.PodDisruptionBudgetsGetter
+	Client ForecastClient
+	// Skip reports pods the drain never evicts (Options.Skip); nil: none.
+	Skip func(*corev1.Pod) bool
 }
 
 // ForecastInputs lists the node's pods to evict and every budget (one
 // cluster-wide list: the pods may be in any namespace).
 func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
-	pods, err := s.Drainer.PodsToEvict(ctx, node)
+	skip := s.Skip
+	if skip == nil {
+		skip = func(*corev1.Pod) bool { return false }
+	}
+	pods, _, err := listToEvict(ctx, s.Client, node, skip)
 	if err != nil {
 		return nil, nil, err
 	}
-	list, err := s.PDBs.PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	list, err := s.Client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
