@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	typedpolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1"
 )
 
@@ -53,3 +54,28 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 // Evictable reports whether a drain removes the pod: not a mirror pod, not
 // owned by a DaemonSet, not finished.
 func Evictable(p *corev1.Pod) bool { return evictable(p) }
+
+// podsToEvict lists the node's pods and keeps those lifeboat evicts. It
+// also returns the list's resourceVersion, from which waitGone can watch.
+func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	return listToEvict(ctx, d.client, node, d.skip)
+}
+
+// listToEvict lists the node's pods through client and keeps those a
+// drain evicts (evictable, not skipped), with the list's resourceVersion.
+func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
+	}
+	var out []corev1.Pod
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if evictable(pod) && !skip(pod) {
+			out = append(out, *pod)
+		}
+	}
+	return out, list.ResourceVersion, nil
+}
