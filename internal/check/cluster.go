@@ -56,7 +56,7 @@ func (r *run) clusterReview(ctx context.Context) {
 	if r.reviewGrace(pods, spotNotice, "the Spot notice", "Spot interruptions") {
 		findings++
 	}
-	if limit, hook, ok := r.hookLimit(); ok && r.reviewGrace(pods, limit, "the heartbeat timeout of hook "+hook+" (--complete-lifecycle=false: no heartbeats)", "scale-in and other terminations") {
+	if limit, hook, ok := r.hookLimit(); ok && r.reviewGrace(pods, limit, "the heartbeat timeout of hook "+hook, "scale-in and other terminations (lifeboat does not heartbeat: --complete-lifecycle=false)") {
 		findings++
 	}
 	if findings == 0 {
