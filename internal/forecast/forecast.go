@@ -84,7 +84,8 @@ type Forecast struct {
 	Pods int
 	// TimeLeft is the time until the deadline (zero without one).
 	TimeLeft time.Duration
-	// ToEmpty is the expected time until the last pod is gone; Bounded is
+	// ToEmpty is the expected time until the last pod is gone (grace
+	// periods cut to the deadline as the drainer cuts them); Bounded is
 	// false when a pod is blocked by a budget (it leaves only when the
 	// budget allows, which cannot be predicted).
 	ToEmpty time.Duration
@@ -148,10 +149,13 @@ func For(in Input) Forecast {
 				continue
 			}
 			consume(p, in.PDBs, allowed)
-			end = max(end, start+grace)
 			if !hasDeadline || start+grace <= usable {
+				end = max(end, start+grace)
 				continue
 			}
+			// The drainer cuts the grace period to the time left (never
+			// below a second): the pod is gone then, its shutdown cut.
+			end = max(end, max(usable, start+time.Second))
 			hook := "no preStop hook"
 			if hasPreStop(p) {
 				hook = "its preStop hook is cut short"
