@@ -110,8 +110,14 @@ func For(in Input) Forecast {
 		usable = max(f.TimeLeft-in.Margin, 0)
 	}
 	allowed := make([]int32, len(in.PDBs))
+	onNode := make([]int, len(in.PDBs)) // pods of each budget left to evict
 	for i, b := range in.PDBs {
 		allowed[i] = b.Status.DisruptionsAllowed
+		for j := range in.Pods {
+			if in.Pods[j].DeletionTimestamp == nil && covers(&in.PDBs[i], &in.Pods[j]) {
+				onNode[i]++
+			}
+		}
 	}
 	miss := func(p *corev1.Pod, r Reason, detail string) {
 		if hasDeadline {
@@ -145,7 +151,7 @@ func For(in Input) Forecast {
 			if idx := blocking(p, in.PDBs, allowed); len(idx) > 0 {
 				groupBlocked = true
 				f.Bounded = false
-				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx))
+				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx, onNode))
 				continue
 			}
 			consume(p, in.PDBs, allowed)
@@ -208,23 +214,19 @@ func blocking(p *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, allowed []int3
 }
 
 // blockedDetail says why the budgets idx refuse a pod's eviction: none
-// allows a disruption now, or their disruptions go to the pods evicted
-// before it (a replacement becoming ready would free one, in time or not).
-func blockedDetail(pdbs []policyv1.PodDisruptionBudget, idx []int) string {
-	var none, taken []string
-	for _, i := range idx {
-		if n := pdbs[i].Status.DisruptionsAllowed; n <= 0 {
-			none = append(none, pdbs[i].Name)
-		} else {
-			taken = append(taken, fmt.Sprintf("%s (%d now)", pdbs[i].Name, n))
-		}
-	}
+// allows a disruption now, or fewer than its pods on the node. In the
+// second case the evictions race (they run at once): which pods wait is
+// not known, only how many; they wait for replacements to become ready.
+func blockedDetail(pdbs []policyv1.PodDisruptionBudget, idx []int, onNode []int) string {
 	var parts []string
-	if len(none) > 0 {
-		parts = append(parts, "PodDisruptionBudget "+joinNames(none)+" allows no disruption")
-	}
-	if len(taken) > 0 {
-		parts = append(parts, "the disruptions PodDisruptionBudget "+joinNames(taken)+" allows go to the pods evicted before it; this one waits for a replacement to become ready")
+	for _, i := range idx {
+		n := pdbs[i].Status.DisruptionsAllowed
+		if n <= 0 {
+			parts = append(parts, "PodDisruptionBudget "+pdbs[i].Name+" allows no disruption")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("PodDisruptionBudget %s allows %d disruptions now for %d of its pods on this node: %d of them (whichever are evicted last) wait for replacements to become ready",
+			pdbs[i].Name, n, onNode[i], onNode[i]-int(n)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -145,7 +145,7 @@ func TestPDBDetail(t *testing.T) {
 		t.Fatalf("misses = %v", f.Misses)
 	}
 	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, PDBs: pdbs[:1]})
-	want = "shop/db-1 (PDBBlocks: the disruptions PodDisruptionBudget db (1 now) allows go to the pods evicted before it; this one waits for a replacement to become ready)"
+	want = "shop/db-1 (PDBBlocks: PodDisruptionBudget db allows 1 disruptions now for 2 of its pods on this node: 1 of them (whichever are evicted last) wait for replacements to become ready)"
 	if len(f.Misses) != 1 || f.Misses[0].String() != want {
 		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
 	}
