@@ -13,7 +13,6 @@ package forecast
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -255,9 +254,4 @@ func covers(b *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
 		return false
 	}
 	return sel.Matches(labels.Set(p.Labels))
-}
-
-func joinNames(names []string) string {
-	slices.Sort(names)
-	return strings.Join(names, ", ")
 }
