@@ -26,7 +26,10 @@ const checkHeader = `usage: lifeboat check [--output table|json] [--timeout 1m] 
 Verify, with the flags lifeboat run is given, what lifeboat needs: the queue
 and its policy, the EventBridge rules (against real AWS events), the lifecycle
 hooks of the cluster's groups, the IAM permissions, the Kubernetes API and
-RBAC (docs/operations.md). Exits 1 when a check fails.
+RBAC (docs/operations.md); then review the cluster for what would make a
+drain miss its deadline: PodDisruptionBudgets allowing no disruption now,
+grace periods longer than the Spot notice or an unheartbeated hook's
+timeout (docs/forecast.md). Exits 1 when a check fails.
 
 `
 

@@ -50,6 +50,11 @@ type kubeClients struct {
 	// election is the leader election's own client: never fenced, never
 	// queued behind a drain.
 	election kubernetes.Interface
+	// forecast reads pods and PodDisruptionBudgets for the drain forecast
+	// with a small rate limit of its own: a forecast is never in the way
+	// of an eviction (in a burst, forecasts come late instead). Reads
+	// only; counted.
+	forecast kubernetes.Interface
 }
 
 func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fence *leader.Fence) (kubeClients, error) {
@@ -79,6 +84,12 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	lc.QPS, lc.Burst = 5, 10
 	if c.election, err = kubernetes.NewForConfig(lc); err != nil {
 		return c, fmt.Errorf("kubernetes leader election client: %w", err)
+	}
+	fc := rest.CopyConfig(rc)
+	fc.QPS, fc.Burst = 10, 20
+	fc.Wrap(m.CountKubeRequests)
+	if c.forecast, err = kubernetes.NewForConfig(fc); err != nil {
+		return c, fmt.Errorf("kubernetes forecast client: %w", err)
 	}
 	return c, nil
 }

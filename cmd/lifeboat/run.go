@@ -145,16 +145,21 @@ func (a *app) serve(ctx context.Context, g *errgroup.Group) error {
 // drainer writes to the nodes of index and their pods; the node cache
 // saves a GET per cordon. lifeboat's own pod is never evicted.
 func (a *app) drainer(index *nodes.Index) *drain.Drainer {
-	skipOwn := func(p *corev1.Pod) bool { return p.Name == a.cfg.PodName && p.Namespace == a.cfg.PodNamespace }
 	return drain.New(a.kube.main, a.clock, a.log, drain.Options{
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
-		Skip: skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
+		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 	})
+}
+
+// skipOwn reports lifeboat's own pod, which it never evicts.
+func (a *app) skipOwn(p *corev1.Pod) bool {
+	return p.Name == a.cfg.PodName && p.Namespace == a.cfg.PodNamespace
 }
 
 // deps are the controller's collaborators on the nodes of index.
 func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
-	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log}
+	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log,
+		Forecast: drain.ForecastSource{Client: a.kube.forecast, Skip: a.skipOwn}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
 	}

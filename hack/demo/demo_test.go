@@ -98,6 +98,17 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
+	// The drain forecast's warning is in the Spot scene, before AWS's
+	// deadline: worker's 300 s grace cannot fit the notice.
+	if !hasFact(byScene[sceneSpot], stepForecast, "worker (GraceExceedsTimeLeft") {
+		t.Errorf("spot scene: no DrainForecastMiss naming worker: %v", texts(byScene[sceneSpot], stepForecast))
+	} else {
+		for _, s := range r.Scenes {
+			if at := firstAt(byScene[sceneSpot], stepForecast); s.Name == sceneSpot && (len(s.Deadlines) == 0 || !at.Before(s.Deadlines[0].At)) {
+				t.Errorf("spot scene: the forecast warning at %v is not before the deadline %v", at, s.Deadlines)
+			}
+		}
+	}
 	// Progress counts up to the whole drain.
 	if !hasFact(byScene[sceneSpot], stepEvicted, "gone 3/3") {
 		t.Errorf("spot scene: no fact with progress gone 3/3: %v", texts(byScene[sceneSpot], stepEvicted))

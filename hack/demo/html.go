@@ -100,7 +100,7 @@ type factView struct {
 var stepColors = map[string]string{
 	stepSignal: "#d97706", stepInstance: "#64748b", stepAction: "#0369a1", stepHeartbeat: "#2563eb",
 	stepCompleted: "#15803d", stepTimedOut: "#dc2626", stepReceived: "#7c3aed", stepDraining: "#7c3aed",
-	stepDrained: "#15803d", stepLifecycleReport: "#15803d", stepDeadline: "#dc2626", stepFailed: "#dc2626",
+	stepDrained: "#15803d", stepLifecycleReport: "#15803d", stepDeadline: "#dc2626", stepFailed: "#dc2626", stepForecast: "#dc2626",
 	stepEvent: "#7c3aed", stepRefused: "#dc2626", stepCordoned: "#ea580c", stepTainted: "#ea580c",
 	stepUncordoned: "#0891b2", stepNodeJoined: "#0891b2", stepNodeReady: "#059669", stepNodeDeleted: "#475569",
 	stepPodCreated: "#0891b2", stepPodScheduled: "#0891b2", stepPodReady: "#059669", stepEvicting: "#f59e0b",

@@ -222,6 +222,7 @@ var eventSteps = map[string]string{
 	"Drained":              stepDrained,
 	"LifecycleCompleted":   stepLifecycleReport,
 	"DeadlinePassed":       stepDeadline,
+	"DrainForecastMiss":    stepForecast,
 	"Failed":               stepFailed,
 }
 
@@ -399,6 +400,8 @@ func (d *demo) logLine(line []byte, refused map[string]bool) {
 	case l.Msg == "launch lifecycle action completed":
 		d.tl.add(Fact{At: l.Time, Scene: scene, Source: srcLifeboat, Step: stepLifecycleReport, Lane: "lifeboat", Label: "launch completed",
 			Text: fmt.Sprintf("completed the launch action of %s with %s: %s", l.InstanceID, l.Result, l.Why)})
+	case l.Msg == "DrainForecastMiss":
+		return // a warning about what is coming, shown by its Event (stepForecast), not a failure
 	case l.Level == "WARN" || l.Level == "ERROR":
 		text := l.Level + " " + l.Msg
 		for _, s := range []string{l.Detail, l.Error, l.Reason} {

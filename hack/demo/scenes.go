@@ -274,8 +274,13 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 		return err
 	}
 	drained, _ := d.tl.first(sceneSpot, stepDrained, "lifeboat")
-	summary := []string{fmt.Sprintf("node empty %s after the notice, %s before AWS takes the instance: %d pods evicted, each shut down within its grace period",
-		drained.Sub(sent).Round(100*time.Millisecond), (spotNotice - drained.Sub(sent)).Round(time.Second), len(pods))}
+	var summary []string
+	if at, ok := d.tl.first(sceneSpot, stepForecast, "lifeboat"); ok {
+		summary = append(summary, fmt.Sprintf("drain forecast warned %s after the notice, %s before AWS acts: DrainForecastMiss names the pods that may not make it",
+			at.Sub(sent).Round(100*time.Millisecond), (spotNotice-at.Sub(sent)).Round(time.Second)))
+	}
+	summary = append(summary, fmt.Sprintf("node empty %s after the notice, %s before AWS takes the instance: %d pods evicted, each shut down within its grace period",
+		drained.Sub(sent).Round(100*time.Millisecond), (spotNotice-drained.Sub(sent)).Round(time.Second), len(pods)))
 	for held, other := range map[string]string{"checkout-a": "checkout-b", "checkout-b": "checkout-a"} {
 		refusedAt, ok := d.tl.first(sceneSpot, stepRefused, "pod "+held)
 		if !ok {

@@ -64,6 +64,7 @@ const (
 	stepDrained         = "drained"            // Event Drained
 	stepLifecycleReport = "lifecycle-reported" // Event LifecycleCompleted or lifeboat's launch log line
 	stepDeadline        = "deadline-passed"    // Event DeadlinePassed
+	stepForecast        = "forecast-miss"      // Event DrainForecastMiss: pods that will not make the deadline
 	stepFailed          = "failed"             // Event Failed, a warning or error logged
 	stepEvent           = "event"              // another lifeboat Event
 	stepRefused         = "eviction-refused"   // lifeboat logged a 429 from a PodDisruptionBudget
@@ -84,7 +85,7 @@ const (
 var defaultLabels = map[string]string{
 	stepSignal: "signal", stepAction: "action started", stepCompleted: "completed", stepTimedOut: "timed out",
 	stepReceived: "InterruptionReceived", stepDraining: "Draining", stepDrained: "Drained", stepDeadline: "DeadlinePassed",
-	stepFailed: "warning", stepRefused: "refused by PDB", stepCordoned: "cordoned + tainted", stepTainted: "tainted",
+	stepForecast: "forecast: will miss", stepFailed: "warning", stepRefused: "refused by PDB", stepCordoned: "cordoned + tainted", stepTainted: "tainted",
 	stepUncordoned: "uncordoned", stepNodeJoined: "joined", stepNodeReady: "Ready", stepNodeDeleted: "deleted",
 	stepPodCreated: "created", stepPodScheduled: "scheduled", stepPodReady: "Ready",
 }
@@ -238,7 +239,7 @@ func (t *timeline) print(s *sceneState, f Fact) {
 	switch f.Step {
 	case stepCompleted, stepDrained, stepNodeReady, stepPodReady, stepLifecycleReport:
 		text = t.paint(green, text)
-	case stepRefused, stepFailed, stepDeadline, stepTimedOut:
+	case stepRefused, stepFailed, stepDeadline, stepTimedOut, stepForecast:
 		text = t.paint(red, text)
 	case stepSignal:
 		text = t.paint(yellow, text)

@@ -43,6 +43,9 @@ type Result struct {
 	Found string `json:"found"`
 	// Fix says how to repair a warn or fail.
 	Fix string `json:"fix,omitempty"`
+	// Items are every object a cluster review row is about (its Found
+	// names only the first few).
+	Items []string `json:"items,omitempty"`
 }
 
 // Report is every check's result, in the order they ran.
@@ -136,6 +139,7 @@ func Run(ctx context.Context, cfg config.Config, c Clients) Report {
 	if cfg.Mode == config.ModeIMDS {
 		r.imdsNode(ctx)
 	}
+	r.clusterReview(ctx)
 	return Report{Results: r.results}
 }
 

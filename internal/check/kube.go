@@ -67,9 +67,11 @@ func accesses(cfg config.Config) []access {
 	if cfg.ForceDeleteAtDeadline {
 		out = append(out, access{verb: "delete", resource: "pods", why: "--force-delete-at-deadline"})
 	}
-	// Events about Nodes (cluster-scoped) go to the default namespace.
+	out = append(out, access{verb: "list", group: "policy", resource: "poddisruptionbudgets", why: "the drain forecast"})
+	// Events about Nodes (cluster-scoped) go to the default namespace,
+	// those about pods (the drain forecast's warnings) to theirs.
 	for _, v := range []string{"create", "patch"} {
-		out = append(out, access{verb: v, resource: "events", namespace: metav1.NamespaceDefault, why: "Kubernetes Events on nodes"})
+		out = append(out, access{verb: v, resource: "events", why: "Kubernetes Events on nodes and pods"})
 	}
 	if cfg.Mode == config.ModeQueue && cfg.LeaderElect {
 		// Only lifeboat's Lease is read and renewed; creating cannot be
@@ -141,7 +143,7 @@ func (r *run) kubernetes(ctx context.Context) {
 	case len(errs) > 0:
 		r.add("kubernetes permissions", Warn, "could not review: "+strings.Join(errs, "; "), "allow selfsubjectaccessreviews create (system:basic-user has it)")
 	default:
-		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch/update, pods list/watch, pods/eviction create, events create/patch%s)",
+		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch/update, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
 			who, allowedN, extraAccess(r.cfg)), "")
 	}
 }

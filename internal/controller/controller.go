@@ -125,7 +125,8 @@ type Deps struct {
 	Drainer  nodeDrainer
 	ASG      lifecycleAPI // nil: lifecycle actions are not touched
 	Recorder record.EventRecorder
-	Notifier notifier // nil: no notifications
+	Notifier notifier       // nil: no notifications
+	Forecast forecastSource // nil: no drain forecast
 	Metrics  *metrics.Metrics
 	Clock    clock.WithTicker
 	Log      *slog.Logger

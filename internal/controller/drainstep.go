@@ -21,6 +21,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	start := c.Clock.Now()
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The forecast watches the drain until it ends (forecast.go).
+	forecasting := c.startForecast(dctx, w, p)
+	defer func() { cancel(); <-forecasting }()
 	type outcome struct {
 		res drain.Result
 		err error

@@ -15,8 +15,9 @@ import (
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
-// notifyOnce sends one notification per phase per node work.
-func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, detail string) {
+// notifyOnce sends one notification per phase per node work; pods, if
+// any, are the pods concerned.
+func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, detail string, pods ...string) {
 	c.mu.Lock()
 	seen := w.notified[phase]
 	w.notified[phase] = true
@@ -31,7 +32,7 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	if seen || c.Notifier == nil {
 		return
 	}
-	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
+	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Pods: pods, Time: c.Clock.Now()}
 	c.Notifier.Notify(n)
 }
 

@@ -12,8 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
@@ -275,25 +273,6 @@ func listProblems(ps []PodProblem) string {
 		parts = append(parts, p.String())
 	}
 	return strings.Join(parts, "; ")
-}
-
-// podsToEvict lists the node's pods and keeps those lifeboat evicts. It
-// also returns the list's resourceVersion, from which waitGone can watch.
-func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
-	list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
-	}
-	var out []corev1.Pod
-	for i := range list.Items {
-		pod := &list.Items[i]
-		if evictable(pod) && !d.skip(pod) {
-			out = append(out, *pod)
-		}
-	}
-	return out, list.ResourceVersion, nil
 }
 
 // evictable reports whether a pod is one a drain removes: not a mirror pod,

@@ -27,6 +27,7 @@ type Metrics struct {
 	Notifications    *prometheus.CounterVec // result
 	NotifyRetries    prometheus.Counter
 	KubeRequests     *prometheus.CounterVec // verb, resource
+	ForecastMisses   prometheus.Counter
 }
 
 // New returns fresh collectors.
@@ -67,6 +68,8 @@ func New() *Metrics {
 			Help: "1 while this replica acts on interruptions (holds the leader lease, or runs without leader election); 0 on a standby."}),
 		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_notifications_total",
 			Help: "Webhook notifications, by result (sent, failed, dropped, deduplicated)."}, []string{"result"}),
+		ForecastMisses: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_drain_forecast_misses_total",
+			Help: "Node drains forecast to miss AWS's deadline (counted once per node's work, when first forecast)."}),
 		NotifyRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_notification_retries_total",
 			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
 	}
@@ -76,7 +79,7 @@ func New() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -21,6 +21,9 @@ const (
 	PhaseFinished Phase = "finished"
 	// PhaseFailed: the work failed for good (it is still retried, but people should look).
 	PhaseFailed Phase = "failed"
+	// PhaseForecastMiss: the drain forecast says pods will not be gone
+	// before AWS's deadline (Pods names them); sent before the deadline.
+	PhaseForecastMiss Phase = "forecast-miss"
 )
 
 // Notification is plain data about one node's interruption.
@@ -33,6 +36,9 @@ type Notification struct {
 	Action   string    `json:"action,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Detail is a human sentence about what happened.
-	Detail string    `json:"detail,omitempty"`
-	Time   time.Time `json:"time"`
+	Detail string `json:"detail,omitempty"`
+	// Pods are the pods concerned, namespace/name (forecast-miss: those
+	// that will not be gone before the deadline).
+	Pods []string  `json:"pods,omitempty"`
+	Time time.Time `json:"time"`
 }

@@ -103,9 +103,10 @@ func (t *template) render(n Notification) ([]byte, error) {
 func samples() []Notification {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	full := Notification{Node: "ip-10-0-1-23.ec2.internal", InstanceID: "i-0123456789abcdef0", Kind: event.SpotInterruption,
-		Action: "terminate", Deadline: at.Add(2 * time.Minute), Detail: "sample \"detail\" <with> characters to escape", Time: at}
+		Action: "terminate", Deadline: at.Add(2 * time.Minute), Detail: "sample \"detail\" <with> characters to escape",
+		Pods: []string{"shop/db-0"}, Time: at}
 	var out []Notification
-	for _, p := range []Phase{PhaseReceived, PhaseFinished, PhaseFailed} {
+	for _, p := range []Phase{PhaseReceived, PhaseFinished, PhaseFailed, PhaseForecastMiss} {
 		n := full
 		n.Phase = p
 		out = append(out, n)
@@ -123,6 +124,8 @@ func title(n Notification) string {
 		return "Interruption handled: " + n.Node
 	case PhaseFailed:
 		return "Interruption handling failing: " + n.Node
+	case PhaseForecastMiss:
+		return "Drain will miss AWS's deadline: " + n.Node
 	}
 	return string(n.Phase) + ": " + n.Node
 }
@@ -149,6 +152,12 @@ func summary(n Notification) string {
 		fmt.Fprintf(&b, "lifeboat: done with node %s (%s).", node, what)
 	case PhaseFailed:
 		fmt.Fprintf(&b, "lifeboat: handling %s for node %s is failing; lifeboat keeps retrying.", what, node)
+	case PhaseForecastMiss:
+		fmt.Fprintf(&b, "lifeboat: %s for node %s: the drain is expected to miss AWS's deadline", what, node)
+		if !n.Deadline.IsZero() {
+			fmt.Fprintf(&b, " (%s)", n.Deadline.UTC().Format(time.RFC3339))
+		}
+		b.WriteString(".")
 	default:
 		fmt.Fprintf(&b, "lifeboat: %s: %s for node %s.", n.Phase, what, node)
 	}

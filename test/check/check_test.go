@@ -40,7 +40,7 @@ func TestCheckHealthy(t *testing.T) {
 		"rule for spot-interruption", "rule for rebalance-recommendation", "rule for scheduled-change", "rule for state-change",
 		"rule for capacity-reservation-interruption", "rule for lifecycle-terminate", "rule for lifecycle-launch",
 		"autoscaling groups", "asg nodes-a", "asg nodes-a hook lifeboat-launch", "asg nodes-a hook lifeboat-terminate",
-		"aws permissions", "kubernetes api", "kubernetes permissions",
+		"aws permissions", "kubernetes api", "kubernetes permissions", "cluster review",
 	}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Errorf("checks (-want +got):\n%s", d)
@@ -51,7 +51,7 @@ func TestCheckHealthy(t *testing.T) {
 	}
 	// The table is what docs/operations.md shows.
 	out, _, code := lifeboat(t, w.ctx, append([]string{"check"}, w.flags()...)...)
-	if code != 0 || !strings.Contains(out, "19 checks: 19 ok, 0 warn, 0 fail") {
+	if code != 0 || !strings.Contains(out, "20 checks: 20 ok, 0 warn, 0 fail") {
 		t.Errorf("table output (exit %d):\n%s", code, out)
 	}
 	saveOutput(t, "healthy.txt", out)
@@ -261,7 +261,7 @@ func TestCheckIMDSMode(t *testing.T) {
 	for _, c := range r.Checks {
 		names = append(names, c.Name+" "+c.Status)
 	}
-	if d := cmp.Diff([]string{"imds ok", "kubernetes api ok", "kubernetes permissions ok", "node ok"}, names); d != "" || code != 0 {
+	if d := cmp.Diff([]string{"imds ok", "kubernetes api ok", "kubernetes permissions ok", "node ok", "cluster review ok"}, names); d != "" || code != 0 {
 		t.Errorf("exit %d; checks (-want +got):\n%s", code, d)
 	}
 	if _, found, _, _ := r.row("imds"); !strings.Contains(found, "IMDSv2 token obtained") || !strings.Contains(found, instanceID) {

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -153,8 +154,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"coordination.k8s.io/leases create in Role release",
 		"coordination.k8s.io/leases get (by name) in Role release",
 		"coordination.k8s.io/leases update (by name) in Role release",
-		"events create in Role default",
-		"events patch in Role default",
+		"events create in ClusterRole",
+		"events patch in ClusterRole",
 		"nodes get in ClusterRole",
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
@@ -164,6 +165,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"pods list in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
+		"policy/poddisruptionbudgets list in ClusterRole",
 	}, rbacScenario)
 }
 
@@ -173,8 +175,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 // deadline, then a second notice.
 func TestRBACLeastPrivilegeIMDS(t *testing.T) {
 	leastPrivilege(t, map[string]any{"mode": "imds"}, []string{
-		"events create in Role default",
-		"events patch in Role default",
+		"events create in ClusterRole",
+		"events patch in ClusterRole",
 		"nodes get in ClusterRole",
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
@@ -184,6 +186,7 @@ func TestRBACLeastPrivilegeIMDS(t *testing.T) {
 		"pods list in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
+		"policy/poddisruptionbudgets list in ClusterRole",
 	}, rbacScenarioIMDS)
 }
 
@@ -350,6 +353,11 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	if err := until(20*time.Second, "node2's PDB-guarded pod force-deleted at the deadline and the node marked drained", drained(node2, pod2.Name)); err != nil {
 		return err
 	}
+	// The drain forecast saw the budget (poddisruptionbudgets list) and
+	// warned on the node and on the pod (events in the pod's namespace).
+	if err := until(5*time.Second, "DrainForecastMiss on node2 and its guarded pod", forecastWarned(ctx, node2, w.ns, pod2.Name)); err != nil {
+		return err
+	}
 	// The same interruption announced again: a second work on the node,
 	// whose Cordoned Event is the first one counted again (events patch).
 	if err := w.putSpot(spotID, time.Now().Add(-100*time.Second)); err != nil {
@@ -494,6 +502,9 @@ func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier fu
 	if err := until(20*time.Second, "the PDB-guarded pod force-deleted at the deadline", func() (bool, error) { return gone(guarded.Name) }); err != nil {
 		return err
 	}
+	if err := until(5*time.Second, "DrainForecastMiss on the node and the guarded pod", forecastWarned(ctx, node, w.ns, guarded.Name)); err != nil {
+		return err
+	}
 	for _, reason := range []string{"Cordoned", "Drained"} {
 		if err := until(5*time.Second, "two "+reason+" events on the node", func() (bool, error) {
 			n, err := nodeEvents(ctx, node, reason)
@@ -512,4 +523,19 @@ func setupErr(t *testing.T, err error) error {
 	t.Helper()
 	t.Fatalf("setting up the scenario: %v", err)
 	return err
+}
+
+// forecastWarned reports whether the drain forecast's DrainForecastMiss
+// Warning is on the node and on the pod.
+func forecastWarned(ctx context.Context, node, ns, pod string) func() (bool, error) {
+	return func() (bool, error) {
+		n, err := nodeEvents(ctx, node, "DrainForecastMiss")
+		if err != nil || n == 0 {
+			return false, err
+		}
+		list, err := kube.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "DrainForecastMiss"}.String(),
+		})
+		return err == nil && len(list.Items) > 0, err
+	}
 }

@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notify"
+	"lifeboat.dev/lifeboat/internal/plan"
+)
+
+// refRecorder records Events with the kind and name of their object.
+type refRecorder struct {
+	mu  sync.Mutex
+	got []string // "Kind ns/name reason"
+}
+
+func (r *refRecorder) Event(obj runtime.Object, _, reason, _ string) {
+	ref := obj.(*corev1.ObjectReference)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, ref.Kind+" "+ref.Namespace+"/"+ref.Name+" "+reason)
+}
+func (r *refRecorder) Eventf(obj runtime.Object, typ, reason, f string, _ ...any) {
+	r.Event(obj, typ, reason, f)
+}
+func (r *refRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, typ, reason, f string, _ ...any) {
+	r.Event(obj, typ, reason, f)
+}
+
+func (r *refRecorder) count(s string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, g := range r.got {
+		if g == s {
+			n++
+		}
+	}
+	return n
+}
+
+// pdbSource serves one pod covered by a budget whose allowed disruptions
+// the test sets.
+type pdbSource struct {
+	mu      sync.Mutex
+	allowed int32
+	calls   int
+}
+
+func (s *pdbSource) ForecastInputs(context.Context, string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0", Labels: map[string]string{"app": "db"}}}
+	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: s.allowed}}
+	return []corev1.Pod{pod}, []policyv1.PodDisruptionBudget{pdb}, nil
+}
+
+func (s *pdbSource) set(allowed int32) { s.mu.Lock(); s.allowed = allowed; s.mu.Unlock() }
+func (s *pdbSource) n() int            { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
+
+// The forecast is refreshed while the drain runs; a miss is reported once
+// per node's work (node Event, pod Event, webhook with the pod, metric),
+// even when the drain restarts and forecasts it again.
+func TestForecastMissReportedOnce(t *testing.T) {
+	now := time.Now()
+	clk := clocktesting.NewFakeClock(now)
+	rec, notif, src, m := &refRecorder{}, &recordingNotifier{}, &pdbSource{allowed: 1}, metrics.New()
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{},
+		Deps{Drainer: d, Recorder: rec, Notifier: notif, Forecast: src, Metrics: m, Clock: clk},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}})
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
+	c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
+
+	waitFor(t, "the first forecast", func() bool { return src.n() >= 1 })
+	if got := rec.count("Node /node-a DrainForecastMiss"); got != 0 {
+		t.Fatalf("a budget allowing one disruption for one pod was forecast to miss (%d Events)", got)
+	}
+	// The budget no longer allows any disruption: the next refresh (a
+	// twelfth of the 2 minutes left) sees it.
+	src.set(0)
+	waitFor(t, "the refresh to wait", clk.HasWaiters)
+	clk.Step(10 * time.Second)
+	waitFor(t, "the miss on the node", func() bool { return rec.count("Node /node-a DrainForecastMiss") == 1 })
+	if got := rec.count("Pod shop/db-0 DrainForecastMiss"); got != 1 {
+		t.Errorf("pod Events = %d, want 1", got)
+	}
+	// A new event restarts the drain, which forecasts again: still one report.
+	c.Submit("node-a", instA, time.Time{}, []event.Event{{ID: "rebalance-1", Kind: event.RebalanceRecommendation, InstanceID: instA}}, 2)
+	waitFor(t, "the restarted drain's forecast", func() bool { return src.n() >= 3 })
+	close(d.release)
+	settled(t, c)
+	settled(t, c)
+	if got := rec.count("Node /node-a DrainForecastMiss"); got != 1 {
+		t.Errorf("node Events = %d, want 1", got)
+	}
+	if got := counterValue(t, m.ForecastMisses); got != 1 {
+		t.Errorf("lifeboat_drain_forecast_misses_total = %v, want 1", got)
+	}
+	var misses []notify.Notification
+	notif.mu.Lock()
+	for _, n := range notif.sent {
+		if n.Phase == notify.PhaseForecastMiss {
+			misses = append(misses, n)
+		}
+	}
+	notif.mu.Unlock()
+	if len(misses) != 1 || len(misses[0].Pods) != 1 || misses[0].Pods[0] != "shop/db-0" {
+		t.Errorf("forecast-miss notifications = %+v, want one naming shop/db-0", misses)
+	}
+}

@@ -1,0 +1,81 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	typedpolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1"
+)
+
+// Order splits pods into the groups Drain evicts one after the other:
+// ordinary pods first, system-critical pods last (empty groups left out).
+// A group starts once every pod of the one before it is gone.
+func Order(pods []corev1.Pod) [][]corev1.Pod { return priorityGroups(pods) }
+
+// ForecastClient is what ForecastSource reads through: pods and
+// PodDisruptionBudgets (a kubernetes.Interface is one).
+type ForecastClient interface {
+	Client
+	PolicyV1() typedpolicyv1.PolicyV1Interface
+}
+
+// ForecastSource reads what the drain forecast needs about a node: the
+// pods a drain would evict (the same list and filter as Drain) and the
+// cluster's PodDisruptionBudgets. Give it a client with a rate limiter of
+// its own: a forecast must never delay an eviction.
+type ForecastSource struct {
+	Client ForecastClient
+	// Skip reports pods the drain never evicts (Options.Skip); nil: none.
+	Skip func(*corev1.Pod) bool
+}
+
+// ForecastInputs lists the node's pods to evict and every budget (one
+// cluster-wide list: the pods may be in any namespace).
+func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+	skip := s.Skip
+	if skip == nil {
+		skip = func(*corev1.Pod) bool { return false }
+	}
+	pods, _, err := listToEvict(ctx, s.Client, node, skip)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := s.Client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
+	return pods, list.Items, nil
+}
+
+// Evictable reports whether a drain removes the pod: not a mirror pod, not
+// owned by a DaemonSet, not finished.
+func Evictable(p *corev1.Pod) bool { return evictable(p) }
+
+// podsToEvict lists the node's pods and keeps those lifeboat evicts. It
+// also returns the list's resourceVersion, from which waitGone can watch.
+func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	return listToEvict(ctx, d.client, node, d.skip)
+}
+
+// listToEvict lists the node's pods through client and keeps those a
+// drain evicts (evictable, not skipped), with the list's resourceVersion.
+func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
+	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
+	}
+	var out []corev1.Pod
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if evictable(pod) && !skip(pod) {
+			out = append(out, *pod)
+		}
+	}
+	return out, list.ResourceVersion, nil
+}

@@ -1,0 +1,257 @@
+// Package forecast predicts whether a node's drain can finish before AWS's
+// deadline, from what is known when the work starts: the deadline, the pods
+// left (grace period, preStop hook, drain order), and the
+// PodDisruptionBudgets covering them with the disruptions they allow now.
+//
+// It is pure: no I/O, no clock (the caller passes now). The prediction is
+// a bound, not a simulation: a pod is assumed to take its whole grace
+// period once asked to leave (a preStop hook usually does; kubelet allows
+// no more), and a budget's allowed disruptions are assumed not to grow
+// before the deadline (a replacement pod becoming ready would free one,
+// which lifeboat cannot know in advance).
+package forecast
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+)
+
+// Reason says why a pod will not be gone before the deadline.
+type Reason string
+
+const (
+	// PDBBlocks: a PodDisruptionBudget covering the pod allows no
+	// disruption (now, or after the evictions before it): its eviction is
+	// refused until the deadline.
+	PDBBlocks Reason = "PDBBlocks"
+	// GraceExceedsTimeLeft: the pod's grace period is longer than the time
+	// left before the deadline even if it were asked to leave now: the
+	// drain cuts it, and its shutdown (preStop hook) is cut short.
+	GraceExceedsTimeLeft Reason = "GraceExceedsTimeLeft"
+	// OrderedTooLate: the pod's grace period would fit from now, but the
+	// drain order (system-critical pods after the others) asks it to
+	// leave too late, or never before the deadline when a pod drained
+	// before it is blocked.
+	OrderedTooLate Reason = "OrderedTooLate"
+)
+
+// defaultGrace is Kubernetes' terminationGracePeriodSeconds default.
+const defaultGrace = 30 * time.Second
+
+// Input is what a forecast is computed from.
+type Input struct {
+	Now time.Time
+	// Deadline is when AWS acts on the instance; zero: no deadline, and
+	// nothing can miss it.
+	Deadline time.Time
+	// Margin is kept in reserve before the deadline: the drainer caps
+	// grace periods to end Margin before it.
+	Margin time.Duration
+	// Pods are the pods the drain still has to remove (drain.PodsToEvict).
+	Pods []corev1.Pod
+	// PDBs are the PodDisruptionBudgets of the cluster (or at least of the
+	// pods' namespaces), with their status as it is now.
+	PDBs []policyv1.PodDisruptionBudget
+}
+
+// Miss is a pod that will not be gone before the deadline.
+type Miss struct {
+	Namespace, Name string
+	UID             types.UID
+	Reason          Reason
+	// Detail is a sentence for people: the budget, the grace period and
+	// the time left.
+	Detail string
+}
+
+func (m Miss) String() string {
+	return m.Namespace + "/" + m.Name + " (" + string(m.Reason) + ": " + m.Detail + ")"
+}
+
+// Forecast is the prediction for one node.
+type Forecast struct {
+	// Pods counts the pods left to drain.
+	Pods int
+	// TimeLeft is the time until the deadline (zero without one).
+	TimeLeft time.Duration
+	// ToEmpty is the expected time until the last pod is gone (grace
+	// periods cut to the deadline as the drainer cuts them); Bounded is
+	// false when a pod is blocked by a budget (it leaves only when the
+	// budget allows, which cannot be predicted).
+	ToEmpty time.Duration
+	Bounded bool
+	// Misses are the pods that will not be gone before the deadline, in
+	// drain order.
+	Misses []Miss
+}
+
+// Missed reports whether the drain is expected to miss the deadline.
+func (f Forecast) Missed() bool { return len(f.Misses) > 0 }
+
+// For forecasts one node's drain.
+func For(in Input) Forecast {
+	f := Forecast{Pods: len(in.Pods), Bounded: true}
+	hasDeadline := !in.Deadline.IsZero()
+	// usable is how long pods may take from now: the drainer caps grace
+	// periods to end Margin before the deadline.
+	var usable time.Duration
+	if hasDeadline {
+		f.TimeLeft = max(in.Deadline.Sub(in.Now), 0)
+		usable = max(f.TimeLeft-in.Margin, 0)
+	}
+	allowed := make([]int32, len(in.PDBs))
+	onNode := make([]int, len(in.PDBs)) // pods of each budget left to evict
+	for i, b := range in.PDBs {
+		allowed[i] = b.Status.DisruptionsAllowed
+		for j := range in.Pods {
+			if in.Pods[j].DeletionTimestamp == nil && covers(&in.PDBs[i], &in.Pods[j]) {
+				onNode[i]++
+			}
+		}
+	}
+	miss := func(p *corev1.Pod, r Reason, detail string) {
+		if hasDeadline {
+			f.Misses = append(f.Misses, Miss{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: r, Detail: detail})
+		}
+	}
+	// start is when the current group's evictions begin (from now);
+	// blocked means an earlier group never empties before the deadline.
+	var start time.Duration
+	blocked := false
+	for gi, group := range drain.Order(in.Pods) {
+		end := start
+		groupBlocked := false
+		for i := range group {
+			p := &group[i]
+			grace := graceOf(p)
+			if p.DeletionTimestamp != nil {
+				// Already asked to leave: gone by its deletion timestamp
+				// (now plus the grace period it was given).
+				left := max(p.DeletionTimestamp.Sub(in.Now), 0)
+				end = max(end, left)
+				if hasDeadline && left > usable {
+					miss(p, GraceExceedsTimeLeft, fmt.Sprintf("terminating until %s, after the deadline", p.DeletionTimestamp.UTC().Format(time.RFC3339)))
+				}
+				continue
+			}
+			if blocked {
+				miss(p, OrderedTooLate, fmt.Sprintf("drained in group %d, after a pod a PodDisruptionBudget blocks until the deadline", gi+1))
+				continue
+			}
+			if idx := blocking(p, in.PDBs, allowed); len(idx) > 0 {
+				groupBlocked = true
+				f.Bounded = false
+				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx, onNode))
+				continue
+			}
+			consume(p, in.PDBs, allowed)
+			if !hasDeadline || start+grace <= usable {
+				end = max(end, start+grace)
+				continue
+			}
+			// The drainer cuts the grace period to the time left (never
+			// below a second): the pod is gone then, its shutdown cut.
+			end = max(end, max(usable, start+time.Second))
+			hook := "no preStop hook"
+			if hasPreStop(p) {
+				hook = "its preStop hook is cut short"
+			}
+			if grace <= usable {
+				miss(p, OrderedTooLate, fmt.Sprintf("asked to leave %s from now (group %d, system-critical pods last) with a grace period of %s; %s left: %s",
+					start.Round(time.Second), gi+1, grace, usable.Round(time.Second), hook))
+			} else {
+				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s, %s left before the deadline: %s", grace, usable.Round(time.Second), hook))
+			}
+		}
+		if groupBlocked {
+			blocked = true
+		}
+		start = end
+	}
+	if f.Bounded {
+		f.ToEmpty = start
+	}
+	return f
+}
+
+// graceOf is the pod's termination grace period.
+func graceOf(p *corev1.Pod) time.Duration {
+	if p.Spec.TerminationGracePeriodSeconds == nil {
+		return defaultGrace
+	}
+	return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+}
+
+func hasPreStop(p *corev1.Pod) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// blocking returns the indexes of the budgets covering p that allow no
+// more disruption.
+func blocking(p *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, allowed []int32) []int {
+	var idx []int
+	for i := range pdbs {
+		if covers(&pdbs[i], p) && allowed[i] <= 0 {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// blockedDetail says why the budgets idx refuse a pod's eviction: none
+// allows a disruption now, or fewer than its pods on the node. In the
+// second case the evictions race (they run at once): which pods wait is
+// not known, only how many; they wait for replacements to become ready.
+func blockedDetail(pdbs []policyv1.PodDisruptionBudget, idx []int, onNode []int) string {
+	var parts []string
+	for _, i := range idx {
+		n := pdbs[i].Status.DisruptionsAllowed
+		if n <= 0 {
+			parts = append(parts, "PodDisruptionBudget "+pdbs[i].Name+" allows no disruption")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("PodDisruptionBudget %s allows %d disruptions now for %d of its pods on this node: %d of them (whichever are evicted last) wait for replacements to become ready",
+			pdbs[i].Name, n, onNode[i], onNode[i]-int(n)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// consume takes one disruption from every budget covering p: the API
+// server's eviction does the same.
+func consume(p *corev1.Pod, pdbs []policyv1.PodDisruptionBudget, allowed []int32) {
+	for i := range pdbs {
+		if covers(&pdbs[i], p) {
+			allowed[i]--
+		}
+	}
+}
+
+// Covers reports whether a budget covers a pod: same namespace, and the
+// selector matches its labels (policy/v1: an empty selector matches every
+// pod of the namespace, a missing one none).
+func Covers(b *policyv1.PodDisruptionBudget, p *corev1.Pod) bool { return covers(b, p) }
+
+func covers(b *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
+	if b.Namespace != p.Namespace || b.Spec.Selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+	if err != nil {
+		return false
+	}
+	return sel.Matches(labels.Set(p.Labels))
+}

@@ -1,0 +1,160 @@
+package forecast
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var now = time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
+
+type podOpt func(*corev1.Pod)
+
+func pod(name string, opts ...podOpt) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	for _, o := range opts {
+		o(&p)
+	}
+	return p
+}
+
+func grace(s int64) podOpt { return func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &s } }
+func app(a string) podOpt  { return func(p *corev1.Pod) { p.Labels = map[string]string{"app": a} } }
+func critical() podOpt {
+	return func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" }
+}
+func inNamespace(ns string) podOpt { return func(p *corev1.Pod) { p.Namespace = ns } }
+func preStop() podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 20}}}
+	}
+}
+func terminatingUntil(d time.Duration) podOpt {
+	return func(p *corev1.Pod) { t := metav1.NewTime(now.Add(d)); p.DeletionTimestamp = &t }
+}
+
+func pdb(name, app string, allowed int32) policyv1.PodDisruptionBudget {
+	return policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+// missed is a Miss without its detail, for comparison.
+type missed struct {
+	Name   string
+	Reason Reason
+}
+
+func TestFor(t *testing.T) {
+	spot := now.Add(2 * time.Minute)
+	tests := []struct {
+		name        string
+		deadline    time.Time
+		margin      time.Duration
+		pods        []corev1.Pod
+		pdbs        []policyv1.PodDisruptionBudget
+		want        []missed
+		wantEmpty   time.Duration
+		wantBounded bool
+	}{
+		{name: "nothing to drain", deadline: spot, wantBounded: true},
+		{name: "default grace fits the Spot notice", deadline: spot, pods: []corev1.Pod{pod("web"), pod("api", grace(60))},
+			wantEmpty: 60 * time.Second, wantBounded: true},
+		{name: "grace longer than the notice", deadline: spot, pods: []corev1.Pod{pod("web"), pod("batch", grace(600), preStop())},
+			want: []missed{{"batch", GraceExceedsTimeLeft}}, wantEmpty: 2 * time.Minute, wantBounded: true}, // cut to the deadline
+		{name: "the margin counts", deadline: spot, margin: 5 * time.Second, pods: []corev1.Pod{pod("web", grace(118))},
+			want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: 115 * time.Second, wantBounded: true},
+		{name: "PDB allowing nothing blocks its pod and the critical group after it", deadline: spot,
+			pods: []corev1.Pod{pod("db"), pod("web"), pod("dns", critical())}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			want: []missed{{"db", PDBBlocks}, {"dns", OrderedTooLate}}},
+		{name: "PDB allowing one lets the first pod go and blocks the second", deadline: spot,
+			pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 1)},
+			want: []missed{{"db-1", PDBBlocks}}},
+		{name: "PDB allowing two is enough", deadline: spot,
+			pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 2)},
+			wantEmpty: 30 * time.Second, wantBounded: true},
+		{name: "PDB of another namespace does not cover", deadline: spot,
+			pods: []corev1.Pod{pod("db", inNamespace("other"))}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			wantEmpty: 30 * time.Second, wantBounded: true},
+		{name: "critical pod ordered after a long grace", deadline: spot,
+			pods: []corev1.Pod{pod("worker", grace(90)), pod("dns", critical(), grace(60))},
+			want: []missed{{"dns", OrderedTooLate}}, wantEmpty: 120 * time.Second, wantBounded: true},
+		{name: "critical pod fits after the others", deadline: spot,
+			pods: []corev1.Pod{pod("worker", grace(60)), pod("dns", critical(), grace(30))}, wantEmpty: 90 * time.Second, wantBounded: true},
+		{name: "terminating pod counts until its deletion timestamp", deadline: spot,
+			pods: []corev1.Pod{pod("web", terminatingUntil(20*time.Second)), pod("db", terminatingUntil(3*time.Minute))},
+			pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			want: []missed{{"db", GraceExceedsTimeLeft}}, wantEmpty: 3 * time.Minute, wantBounded: true},
+		{name: "deadline already passed", deadline: now.Add(-time.Second), pods: []corev1.Pod{pod("web", grace(1))},
+			want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: time.Second, wantBounded: true},
+		{name: "no deadline: grace periods are not cut", pods: []corev1.Pod{pod("batch", grace(3600))},
+			wantEmpty: time.Hour, wantBounded: true},
+		{name: "no deadline: nothing misses, a PDB still unbounds", pods: []corev1.Pod{pod("db"), pod("batch", grace(3600))},
+			pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := For(Input{Now: now, Deadline: tt.deadline, Margin: tt.margin, Pods: tt.pods, PDBs: tt.pdbs})
+			var got []missed
+			for _, m := range f.Misses {
+				if m.Namespace == "" || m.Detail == "" {
+					t.Errorf("miss without namespace or detail: %+v", m)
+				}
+				got = append(got, missed{m.Name, m.Reason})
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("misses (-want +got):\n%s", d)
+			}
+			if f.Missed() != (len(tt.want) > 0) {
+				t.Errorf("Missed() = %v", f.Missed())
+			}
+			if f.Bounded != tt.wantBounded || f.ToEmpty != tt.wantEmpty {
+				t.Errorf("to empty = %v bounded %v, want %v bounded %v", f.ToEmpty, f.Bounded, tt.wantEmpty, tt.wantBounded)
+			}
+			if f.Pods != len(tt.pods) {
+				t.Errorf("pods = %d, want %d", f.Pods, len(tt.pods))
+			}
+		})
+	}
+}
+
+// The budgets given are not changed: the forecast counts disruptions on a copy.
+func TestForKeepsInput(t *testing.T) {
+	pdbs := []policyv1.PodDisruptionBudget{pdb("db", "db", 1)}
+	For(Input{Now: now, Deadline: now.Add(time.Minute), Pods: []corev1.Pod{pod("db")}, PDBs: pdbs})
+	if pdbs[0].Status.DisruptionsAllowed != 1 {
+		t.Fatalf("DisruptionsAllowed changed to %d", pdbs[0].Status.DisruptionsAllowed)
+	}
+}
+
+func TestPDBDetail(t *testing.T) {
+	pdbs := []policyv1.PodDisruptionBudget{pdb("db", "db", 1), pdb("all-db", "db", 0)}
+	f := For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db"))}, PDBs: pdbs[:1]})
+	if len(f.Misses) != 0 {
+		t.Fatalf("misses %v, want none", f.Misses)
+	}
+	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, PDBs: pdbs})
+	want := "shop/db-0 (PDBBlocks: PodDisruptionBudget all-db allows no disruption)"
+	want1 := "shop/db-1 (PDBBlocks: PodDisruptionBudget all-db allows no disruption)"
+	if len(f.Misses) != 2 || f.Misses[0].String() != want || f.Misses[1].String() != want1 {
+		t.Fatalf("misses = %v", f.Misses)
+	}
+	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, PDBs: pdbs[:1]})
+	want = "shop/db-1 (PDBBlocks: PodDisruptionBudget db allows 1 disruptions now for 2 of its pods on this node: 1 of them (whichever are evicted last) wait for replacements to become ready)"
+	if len(f.Misses) != 1 || f.Misses[0].String() != want {
+		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+}
+
+func TestMissDetail(t *testing.T) {
+	f := For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("batch", grace(300), preStop())}})
+	want := "shop/batch (GraceExceedsTimeLeft: grace period 5m0s, 2m0s left before the deadline: its preStop hook is cut short)"
+	if len(f.Misses) != 1 || f.Misses[0].String() != want {
+		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+}
