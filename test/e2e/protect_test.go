@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,11 @@ func TestScaleInProtection(t *testing.T) {
 	h.Eventually(15*time.Second, "the protection to be lifted once the pod is gone", func() bool {
 		return !protected(keep) && recorded(keep) == ""
 	})
+	for _, l := range h.Lifeboat.Logs() {
+		if strings.Contains(l, "ScaleInProtect") {
+			t.Log(l)
+		}
+	}
 	if n := h.NodeEvents(h.NodeName(keep), "ScaleInProtectionLifted"); n < 1 {
 		t.Errorf("%d ScaleInProtectionLifted Events on the node, want ≥ 1", n)
 	}

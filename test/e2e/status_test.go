@@ -71,6 +71,7 @@ func TestStatusDuringDrain(t *testing.T) {
 		seen.Pods[0].Name != pod.Name || seen.Lifecycle == nil || seen.Lifecycle.State != "pending" || seen.Lifecycle.Group != group {
 		t.Errorf("status mid-drain: %+v (lifecycle %+v)", seen, seen.Lifecycle)
 	}
+	t.Logf("kubectl lifeboat status -o json mid-drain:\n%s", statusOf("-o", "json"))
 	table := statusOf()
 	t.Logf("kubectl lifeboat status mid-drain:\n%s", table)
 	for _, want := range []string{node, id, "lifecycle-terminate", pod.Name, group + "/drain"} {
