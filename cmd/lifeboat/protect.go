@@ -14,6 +14,6 @@ import (
 func (a *app) protector(index *nodes.Index, drainer *drain.Drainer, client *asg.Client) *protect.Protector {
 	return &protect.Protector{
 		Pods: a.kube.main, Nodes: index, ASG: client, Annotate: drainer, Recorder: a.recorder,
-		Clock: a.clock, Log: a.log, Interval: a.cfg.ScaleInProtectionInterval,
+		Clock: a.clock, Log: a.log, Interval: a.cfg.ScaleInProtectionInterval, DryRun: a.cfg.DryRun,
 	}
 }

@@ -203,3 +203,18 @@ func TestProtectorFailedSetKeepsRecord(t *testing.T) {
 		t.Errorf("protection left behind: %v %v", w.protected, w.nodes["a"].Annotations)
 	}
 }
+
+func TestProtectorDryRunChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	w := &fakeWorld{nodes: map[string]*corev1.Node{"a": node("a", "i-1", nil)}, group: map[string]string{"i-1": "workers"}, protected: map[string]bool{}}
+	p1 := pod("p1", "a", ours, corev1.PodRunning)
+	p := &Protector{Pods: fake.NewClientset(&p1), Nodes: w, ASG: w, Annotate: w, DryRun: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for range 2 {
+		if err := p.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(w.calls) != 0 || len(w.nodes["a"].Annotations) != 0 {
+		t.Errorf("dry run changed something: calls %v, annotations %v", w.calls, w.nodes["a"].Annotations)
+	}
+}

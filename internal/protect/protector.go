@@ -42,10 +42,15 @@ type Protector struct {
 	Clock    clock.WithTicker
 	Log      *slog.Logger
 	Interval time.Duration
+	// DryRun: say once per node what would be protected; change nothing
+	// (no record either, so nothing is ever lifted).
+	DryRun bool
 
 	// elsewhere remembers instances in no group or protected by someone
 	// else, so that they are not described again every pass (by instance).
 	elsewhere map[string]bool
+	// dry remembers the nodes a dry run reported (by node).
+	dry map[string]bool
 }
 
 // Run passes until ctx ends; the first pass, right after the node cache is
@@ -101,7 +106,7 @@ func (p *Protector) Pass(ctx context.Context) error {
 // that stops between the two leaves a record to lift, never protection
 // without one.
 func (p *Protector) protect(ctx context.Context, c Change) error {
-	if p.elsewhere[c.InstanceID] {
+	if p.elsewhere[c.InstanceID] || p.dry[c.Node] {
 		return nil
 	}
 	group, already, err := p.ASG.GroupOf(ctx, c.InstanceID)
@@ -114,6 +119,14 @@ func (p *Protector) protect(ctx context.Context, c Change) error {
 		// to set, nor to lift.
 		p.elsewhere[c.InstanceID] = true
 		p.Log.Info("not setting scale-in protection", "node", c.Node, "instanceID", c.InstanceID, "inGroup", group != "", "alreadyProtected", already)
+		return nil
+	}
+	if p.DryRun {
+		if p.dry == nil {
+			p.dry = map[string]bool{}
+		}
+		p.dry[c.Node] = true
+		p.Log.Info("dry run: would protect the instance from scale-in", "node", c.Node, "instanceID", c.InstanceID, "group", group, "pods", c.Pods)
 		return nil
 	}
 	if err := p.Annotate.SetAnnotations(ctx, c.Node, map[string]string{AnnotationProtected: group}); err != nil {
