@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,15 +63,24 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
+	return printStatus(ctx, client, *output == "json", *watch, *interval, stdout)
+}
+
+// printStatus prints the status once, or with watch every interval when it
+// changed, until ctx ends.
+func printStatus(ctx context.Context, client kubernetes.Interface, asJSON, watch bool, interval time.Duration, stdout io.Writer) error {
 	var last []byte
 	for {
 		var b bytes.Buffer
 		now := time.Now()
 		nodes, err := readStatus(ctx, client, now)
 		if err != nil {
+			if watch && ctx.Err() != nil {
+				return nil
+			}
 			return err
 		}
-		if *output == "json" {
+		if asJSON {
 			err = status.JSON(&b, nodes, now)
 		} else {
 			err = status.Render(&b, nodes)
@@ -78,25 +88,30 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 		if err != nil {
 			return err
 		}
-		if !*watch {
+		if !watch {
 			_, err = stdout.Write(b.Bytes())
 			return err
 		}
 		// Watching: print only what changed (the time left ticks, so a node
 		// in flight is printed each interval; an idle cluster once).
-		if !bytes.Equal(b.Bytes(), last) {
-			if *output == "table" {
+		// JSON carries the time, so compare without it.
+		key := b.Bytes()
+		if asJSON {
+			key, _ = json.Marshal(nodes)
+		}
+		if !bytes.Equal(key, last) {
+			if !asJSON {
 				fmt.Fprintf(stdout, "--- %s\n", now.UTC().Format(time.RFC3339))
 			}
 			if _, err := stdout.Write(b.Bytes()); err != nil {
 				return err
 			}
-			last = b.Bytes()
+			last = bytes.Clone(key)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*interval):
+		case <-time.After(interval):
 		}
 	}
 }
