@@ -27,6 +27,8 @@ commands:
   check     verify the queue, EventBridge rules, lifecycle hooks and permissions
             with the flags of run
   replay    print what lifeboat makes of saved messages (no AWS or Kubernetes access)
+  status    show the nodes lifeboat is handling: reason, deadline, pods left,
+            heartbeats, lifecycle action (with your kubeconfig, like kubectl)
   version   print the version and build information
 
 Run 'lifeboat <command> --help' for the flags of a command, each with its
@@ -38,6 +40,8 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// As the kubectl plugin (installed as kubectl-lifeboat), kubectl passes
+	// the words after "kubectl lifeboat": the same commands, the same code.
 	code := execute(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -94,6 +98,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return checkCommand(ctx, rest, getenv, stdout, stderr)
 	case "replay":
 		return replayCommand(rest, stdout)
+	case "status":
+		return statusCommand(ctx, rest, getenv, stdout)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

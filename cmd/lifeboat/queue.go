@@ -55,13 +55,18 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		},
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
 	})
-	deps := a.deps(index, a.drainer(index))
-	if cfg.CompleteLifecycle {
+	drainer := a.drainer(index)
+	deps := a.deps(index, drainer)
+	var asgClient *asg.Client
+	if cfg.CompleteLifecycle || cfg.ScaleInProtection {
 		asClient := autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) {
 			setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"])
 			o.HTTPClient = fenced
 		})
-		deps.ASG = asg.New(asClient, a.clock, a.log, asg.Options{DryRun: cfg.DryRun, ClusterName: cfg.ClusterName, Managed: cfg.ManagedASGs})
+		asgClient = asg.New(asClient, a.clock, a.log, asg.Options{DryRun: cfg.DryRun, ClusterName: cfg.ClusterName, Managed: cfg.ManagedASGs})
+	}
+	if cfg.CompleteLifecycle {
+		deps.ASG = asgClient
 	}
 	opts := controller.Options{
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
@@ -82,6 +87,9 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		lg, ctx := errgroup.WithContext(ctx)
 		lg.Go(func() error { return ctrl.Run(ctx) })
 		lg.Go(func() error { return in.Run(ctx) })
+		if cfg.ScaleInProtection {
+			lg.Go(func() error { return a.protector(index, drainer, asgClient).Run(ctx) })
+		}
 		lg.Go(func() error {
 			select {
 			case <-ctx.Done():

@@ -77,6 +77,10 @@ type Config struct {
 	LaunchReadyTimeout     time.Duration
 	LaunchTimeoutResult    lifecycle.Result
 
+	// Scale-in protection of nodes running do-not-disrupt pods.
+	ScaleInProtection         bool
+	ScaleInProtectionInterval time.Duration
+
 	// Kubernetes client.
 	KubeQPS   float32
 	KubeBurst int

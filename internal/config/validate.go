@@ -55,6 +55,9 @@ func (c *Config) validate(set map[string]bool) []error {
 				errs = append(errs, fmt.Errorf("--%s %q: must be CONTINUE or ABANDON", r.flag, r.v))
 			}
 		}
+		if c.ScaleInProtectionInterval < time.Second {
+			errs = append(errs, fmt.Errorf("--scale-in-protection-interval %s: must be at least 1s", c.ScaleInProtectionInterval))
+		}
 		if c.LeaderElect && c.LeaseNamespace == "" {
 			errs = append(errs, errors.New("--leader-elect needs --lease-namespace or --pod-namespace"))
 		}

@@ -281,7 +281,7 @@ func (c *Controller) submit(node, instanceID string, sent time.Time, evs []event
 	if !ok {
 		w = &nodeWork{name: node, instanceID: instanceID, events: map[string]event.Event{}, firstSeen: c.Clock.Now(),
 			wake: make(chan struct{}, 1), beats: map[string]*beat{}, reported: map[string]bool{},
-			notified: map[notify.Phase]bool{}}
+			notified: map[notify.Phase]bool{}, heartbeats: c.heartbeatsOnNode(node)}
 		c.work[node] = w
 		w.gated = true
 		c.cordons.add()

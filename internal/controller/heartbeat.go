@@ -132,6 +132,7 @@ func (c *Controller) beaten(w *nodeWork, a event.LifecycleAction, b *beat, err e
 	if err == nil {
 		b.lastOK, b.failing, b.outage = now, false, false
 		b.mu.Unlock()
+		c.recordHeartbeat(w)
 		return
 	}
 	b.failing = true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,9 @@ type nodeWork struct {
 	beats      map[string]*beat // heartbeat loops by token
 	reported   map[string]bool  // Event reasons already reported
 	notified   map[notify.Phase]bool
-	gated      bool // counted in c.cordons until its first cordon is done
+	gated      bool       // counted in c.cordons until its first cordon is done
+	heartbeats int        // lifecycle heartbeats that got through (lifeboat status)
+	noteMu     sync.Mutex // serializes the writes of heartbeats to the node
 }
 
 // cordoned releases the node's place in the cordon gate (once).

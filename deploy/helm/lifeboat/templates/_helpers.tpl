@@ -153,6 +153,7 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "lifecycle-timeout-result" .Values.lifecycleTimeoutResult) }}
 {{- include "lifeboat.flag" (list "launch-ready-timeout" .Values.launchReadyTimeout) }}
 {{- include "lifeboat.flag" (list "launch-timeout-result" .Values.launchTimeoutResult) }}
+{{- include "lifeboat.flag" (list "scale-in-protection" .Values.scaleInProtection) }}
 {{- include "lifeboat.flag" (list "leader-elect" .Values.leaderElection.enabled) }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}

@@ -1,0 +1,162 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/event"
+)
+
+var now = time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC)
+
+func node(name string, annotations map[string]string, taints ...corev1.Taint) corev1.Node {
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0", Taints: taints},
+	}
+}
+
+func events(t *testing.T, evs ...event.Event) string {
+	t.Helper()
+	b, err := json.Marshal(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func pod(ns, name, nodeName string, phase corev1.PodPhase, mod ...func(*corev1.Pod)) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PodSpec{NodeName: nodeName}, Status: corev1.PodStatus{Phase: phase}}
+	for _, m := range mod {
+		m(&p)
+	}
+	return p
+}
+
+func TestBuild(t *testing.T) {
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, Deadline: now.Add(90 * time.Second)}
+	hook := event.Event{ID: "lifecycle-terminate-1", Kind: event.LifecycleTerminate,
+		Lifecycle: &event.LifecycleAction{GroupName: "workers", HookName: "drain", Token: "tok-1"}, Deadline: now.Add(10 * time.Minute)}
+	later := event.Event{ID: "sched-1", Kind: event.ScheduledChange, Deadline: now.Add(48 * time.Hour)}
+	taint := func(kind string) corev1.Taint {
+		return corev1.Taint{Key: "lifeboat.io/" + kind, Value: kind, Effect: corev1.TaintEffectNoSchedule}
+	}
+	deleted := metav1.NewTime(now)
+	tests := []struct {
+		name  string
+		nodes []corev1.Node
+		pods  []corev1.Pod
+		want  []Node
+	}{
+		{
+			name:  "untouched node is not listed",
+			nodes: []corev1.Node{node("a", nil)},
+		},
+		{
+			name:  "spot drain with pods left",
+			nodes: []corev1.Node{node("a", map[string]string{drain.AnnotationEvents: events(t, spot)}, taint("spot-interruption"))},
+			pods: []corev1.Pod{
+				pod("default", "web", "a", corev1.PodRunning),
+				pod("default", "db", "a", corev1.PodRunning, func(p *corev1.Pod) { p.DeletionTimestamp = &deleted }),
+				pod("kube-system", "agent", "a", corev1.PodRunning, func(p *corev1.Pod) {
+					p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
+				}),
+				pod("default", "done", "a", corev1.PodSucceeded),
+				pod("default", "elsewhere", "b", corev1.PodRunning),
+			},
+			want: []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90),
+				Pods: []Pod{{"default", "db", "Terminating", false}, {"default", "web", "Running", false}, {"kube-system", "agent", "Running", true}}}},
+		},
+		{
+			name: "lifecycle pending with heartbeats, then completed",
+			nodes: []corev1.Node{
+				node("pending", map[string]string{drain.AnnotationEvents: events(t, hook), controller.AnnotationHeartbeats: "3"}, taint("lifecycle-terminate")),
+				node("completed", map[string]string{drain.AnnotationEvents: events(t, hook), controller.AnnotationHeartbeats: "4",
+					controller.AnnotationLifecycle: `{"token":"tok-1","group":"workers","hook":"drain","result":"CONTINUE"}`}, taint("lifecycle-terminate")),
+			},
+			want: []Node{
+				{Name: "completed", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 4,
+					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "CONTINUE"}},
+				{Name: "pending", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 3,
+					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "pending"}},
+			},
+		},
+		{
+			name: "scheduled change ahead, drained node, sorted by deadline",
+			nodes: []corev1.Node{
+				node("z-scheduled", map[string]string{drain.AnnotationEvents: events(t, later)}),
+				node("drained", map[string]string{controller.AnnotationDrained: now.Add(-time.Minute).Format(time.RFC3339),
+					controller.AnnotationLifecycle: `{"token":"tok-9","group":"workers","hook":"drain","result":"ABANDON"}`}, taint("spot-interruption")),
+				node("a-spot", map[string]string{drain.AnnotationEvents: events(t, spot)}, taint("spot-interruption")),
+			},
+			want: []Node{
+				{Name: "a-spot", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
+				{Name: "z-scheduled", InstanceID: "i-0123456789abcdef0", State: Scheduled, Reason: "scheduled-change", Deadline: later.Deadline, SecondsLeft: ptr(48 * 3600), Pods: []Pod{}},
+				{Name: "drained", InstanceID: "i-0123456789abcdef0", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: now.Add(-time.Minute),
+					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "ABANDON"}},
+			},
+		},
+		{
+			name:  "deadline passed",
+			nodes: []corev1.Node{node("a", map[string]string{drain.AnnotationEvents: events(t, event.Event{ID: "s", Kind: event.SpotInterruption, Deadline: now.Add(-5 * time.Second)})}, taint("spot-interruption"))},
+			want:  []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: now.Add(-5 * time.Second), SecondsLeft: ptr(-5), Pods: []Pod{}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Build(tt.nodes, tt.pods, now)
+			gj, _ := json.Marshal(got)
+			wj, _ := json.Marshal(tt.want)
+			if string(gj) != string(wj) {
+				t.Errorf("Build:\n got %s\nwant %s", gj, wj)
+			}
+		})
+	}
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func TestRender(t *testing.T) {
+	nodes := []Node{
+		{Name: "ip-10-0-1-5", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: now.Add(90 * time.Second), SecondsLeft: ptr(90),
+			Pods: []Pod{{"default", "web", "Terminating", false}, {"default", "db", "Running", false}, {"kube-system", "agent", "Running", true}}, Heartbeats: 2,
+			Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "pending"}},
+	}
+	var b bytes.Buffer
+	if err := Render(&b, nodes); err != nil {
+		t.Fatal(err)
+	}
+	want := `NODE         INSTANCE             STATE     REASON             DEADLINE   LEFT   PODS               HEARTBEATS  LIFECYCLE
+ip-10-0-1-5  i-0123456789abcdef0  handling  spot-interruption  06:01:30Z  1m30s  2 (1 terminating)  2           workers/drain pending
+
+NODE         POD                STATE        NOTE
+ip-10-0-1-5  default/web        Terminating  
+ip-10-0-1-5  default/db         Running      
+ip-10-0-1-5  kube-system/agent  Running      stays (DaemonSet or mirror pod)
+`
+	if b.String() != want {
+		t.Errorf("Render:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := Render(&b, nil); err != nil || !strings.Contains(b.String(), "no nodes") {
+		t.Errorf("Render(nil) = %q, %v", b.String(), err)
+	}
+	b.Reset()
+	if err := JSON(&b, nodes, now); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Nodes []Node `json:"nodes"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || len(doc.Nodes) != 1 || doc.Nodes[0].Pods[0].Name != "web" || *doc.Nodes[0].SecondsLeft != 90 {
+		t.Errorf("JSON round trip: %v %+v\n%s", err, doc, b.String())
+	}
+}
