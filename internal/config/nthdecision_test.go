@@ -251,3 +251,22 @@ func TestMigrationDocUpToDate(t *testing.T) {
 		t.Errorf("docs/migration-from-nth.md's generated table is stale: run `make docs`")
 	}
 }
+
+// NTH's webhook secrets are never echoed in warnings or errors.
+func TestNTHSecretsNotEchoed(t *testing.T) {
+	const url, auth = "https://hooks.example/T0/B0/nthSECRET", "Bearer nthHEADER"
+	c, err := nthLoad(nthBase, map[string]string{"WEBHOOK_URL": url, "WEBHOOK_HEADERS": `{"Authorization":"` + auth + `"}`, "WEBHOOK_PROXY": "http://user:pw0rd@proxy:3128"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(c.Warnings, "\n")
+	for _, s := range []string{"nthSECRET", "nthHEADER", "pw0rd"} {
+		if strings.Contains(all, s) {
+			t.Errorf("a warning shows the secret %q:\n%s", s, all)
+		}
+	}
+	_, err = nthLoad(nthBase, map[string]string{"WEBHOOK_HEADERS": "Authorization: " + auth})
+	if err == nil || strings.Contains(err.Error(), "nthHEADER") {
+		t.Errorf("bad WEBHOOK_HEADERS: err %v, want an error without the secret", err)
+	}
+}

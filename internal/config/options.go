@@ -176,7 +176,7 @@ var options = []option{
 		bind: funcOpt(func(c *Config, v string) error { c.WebhookURL = Secret(v); return nil })},
 	{name: "webhook-url-file", usage: "file holding the webhook URL (a mounted Secret)",
 		bind: strOpt(func(c *Config) *string { return &c.WebhookURLFile })},
-	{name: "webhook-template", def: "slack", usage: "body of webhook requests: slack, teams (Workflows, Adaptive Card), json (the notification itself) or the path of a Go text/template file rendering JSON from a notification",
+	{name: "webhook-template", def: "slack", usage: "body of webhook requests: slack, teams (Workflows, Adaptive Card), json (the notification itself), the path of a Go text/template file rendering JSON from a notification, or such a template's text itself (it holds \"{{\"; aws-node-termination-handler's WEBHOOK_TEMPLATE)",
 		bind: strOpt(func(c *Config) *string { return &c.WebhookTemplate })},
 	{name: "webhook-headers", usage: "extra HTTP headers of webhook requests, one \"Name: value\" a line (a secret: prefer LIFEBOAT_WEBHOOK_HEADERS from a Secret or --webhook-headers-file)",
 		bind: funcOpt(func(c *Config, v string) error { c.WebhookHeaders = Secret(v); return nil })},
