@@ -195,7 +195,7 @@ func applyNTH(getenv func(string) string, setFlag func(name, value string) error
 			errs = append(errs, fmt.Errorf("%s (an aws-node-termination-handler variable) is not supported yet: %s; remove it", ig.env, ig.why))
 		}
 	}
-	w, e := applyNTHTable(getenv, setFlag, set, setBy)
+	w, e := applyNTHTable(getenv, setFlag, set, setBy, m)
 	return append(warnings, w...), append(errs, e...)
 }
 

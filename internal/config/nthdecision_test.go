@@ -80,7 +80,7 @@ var nthCases = map[string]nthCase{
 	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND": {value: "true", check: func(c Config) error { return want("unknown instance", c.UnknownInstance, UnknownDelete) }},
 	"DRY_RUN":                          {value: "true", check: func(c Config) error { return want("dry run", c.DryRun, true) }},
 	"EMIT_KUBERNETES_EVENTS":           {value: "false", check: func(Config) error { return nil }},
-	"ENABLE_ASG_LIFECYCLE_DRAINING": {value: "false", check: func(c Config) error {
+	"ENABLE_ASG_LIFECYCLE_DRAINING": {value: "false", env: imdsEnv, check: func(c Config) error {
 		return errorsOf(drains(c, event.LifecycleTerminate, false), drains(c, event.SpotInterruption, true))
 	}},
 	"ENABLE_PROBES_SERVER":     {value: "true", check: func(c Config) error { return want("listen", c.ListenAddr, ":8080") }},
@@ -89,11 +89,11 @@ var nthCases = map[string]nthCase{
 	"PROMETHEUS_SERVER_PORT": {value: "9100", env: map[string]string{"ENABLE_PROMETHEUS_SERVER": "true", "ENABLE_PROBES_SERVER": "true", "PROBES_SERVER_PORT": "9100"},
 		check: func(c Config) error { return want("listen", c.ListenAddr, ":9100") }},
 	"ENABLE_REBALANCE_DRAINING":   {value: "true", check: func(c Config) error { return drains(c, event.RebalanceRecommendation, true) }},
-	"ENABLE_REBALANCE_MONITORING": {value: "false", check: func(c Config) error { return drains(c, event.RebalanceRecommendation, false) }},
-	"ENABLE_SCHEDULED_EVENT_DRAINING": {value: "false", check: func(c Config) error {
+	"ENABLE_REBALANCE_MONITORING": {value: "false", env: imdsEnv, check: func(c Config) error { return drains(c, event.RebalanceRecommendation, false) }},
+	"ENABLE_SCHEDULED_EVENT_DRAINING": {value: "false", env: imdsEnv, check: func(c Config) error {
 		return errorsOf(drains(c, event.ScheduledChange, false), drains(c, event.SpotInterruption, true))
 	}},
-	"ENABLE_SPOT_INTERRUPTION_DRAINING": {value: "false", check: func(c Config) error {
+	"ENABLE_SPOT_INTERRUPTION_DRAINING": {value: "false", env: imdsEnv, check: func(c Config) error {
 		return errorsOf(drains(c, event.SpotInterruption, false), drains(c, event.LifecycleTerminate, true))
 	}},
 	"ENABLE_SQS_TERMINATION_DRAINING": {value: "false", env: map[string]string{"NODE_NAME": "n"}, check: func(c Config) error { return want("mode", c.Mode, ModeIMDS) }},
@@ -268,5 +268,29 @@ func TestNTHSecretsNotEchoed(t *testing.T) {
 	_, err = nthLoad(nthBase, map[string]string{"WEBHOOK_HEADERS": "Authorization: " + auth})
 	if err == nil || strings.Contains(err.Error(), "nthHEADER") {
 		t.Errorf("bad WEBHOOK_HEADERS: err %v, want an error without the secret", err)
+	}
+}
+
+// NTH's queue-mode manifest sets the IMDS switches to false and still
+// drains on every notice from the queue: lifeboat ignores them there too.
+func TestNTHQueueModeDrainSwitches(t *testing.T) {
+	c, err := nthLoad(nthBase, map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "true",
+		"ENABLE_SPOT_INTERRUPTION_DRAINING": "false", "ENABLE_SCHEDULED_EVENT_DRAINING": "false",
+		"ENABLE_REBALANCE_MONITORING": "false", "ENABLE_REBALANCE_DRAINING": "false", "ENABLE_ASG_LIFECYCLE_DRAINING": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []event.Kind{event.SpotInterruption, event.ScheduledChange, event.LifecycleTerminate} {
+		if err := drains(c, k, true); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := drains(c, event.RebalanceRecommendation, false); err != nil {
+		t.Error(err)
+	}
+	if !slices.ContainsFunc(c.Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "ENABLE_SPOT_INTERRUPTION_DRAINING (an aws-node-termination-handler variable) is ignored in queue mode")
+	}) {
+		t.Errorf("no warning that ENABLE_SPOT_INTERRUPTION_DRAINING is ignored in queue mode: %q", c.Warnings)
 	}
 }

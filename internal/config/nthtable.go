@@ -39,17 +39,24 @@ var nthDrain = []struct {
 	kind event.Kind
 	note string
 	diff string
+	// imdsOnly switches are read in IMDS mode only, as NTH reads them: NTH's
+	// own queue-mode manifest sets ENABLE_SPOT_INTERRUPTION_DRAINING=false
+	// and still drains on every Spot notice from the queue.
+	imdsOnly bool
 }{
 	{env: "CORDON_ONLY", note: "`true` → empty: no kind drains, nodes are only cordoned and tainted"},
-	{env: "ENABLE_SPOT_INTERRUPTION_DRAINING", kind: event.SpotInterruption, note: "`false` removes `spot-interruption`", diff: nthDrainDiff},
-	{env: "ENABLE_SCHEDULED_EVENT_DRAINING", kind: event.ScheduledChange, note: "`false` removes `scheduled-change`", diff: nthDrainDiff},
-	{env: "ENABLE_ASG_LIFECYCLE_DRAINING", kind: event.LifecycleTerminate, note: "`false` removes `lifecycle-terminate`", diff: nthDrainDiff},
+	{env: "ENABLE_SPOT_INTERRUPTION_DRAINING", kind: event.SpotInterruption, note: "`false` removes `spot-interruption`", diff: nthDrainDiff, imdsOnly: true},
+	{env: "ENABLE_SCHEDULED_EVENT_DRAINING", kind: event.ScheduledChange, note: "`false` removes `scheduled-change`", diff: nthDrainDiff, imdsOnly: true},
+	{env: "ENABLE_ASG_LIFECYCLE_DRAINING", kind: event.LifecycleTerminate, note: "`false` removes `lifecycle-terminate`", diff: nthDrainDiff, imdsOnly: true},
 	{env: "ENABLE_REBALANCE_DRAINING", kind: event.RebalanceRecommendation, note: "`true` adds `rebalance-recommendation`"},
 	{env: "ENABLE_REBALANCE_MONITORING", kind: event.RebalanceRecommendation, note: "`rebalance-recommendation` drains only with `ENABLE_REBALANCE_DRAINING=true`",
-		diff: "lifeboat always cordons and taints a node on a rebalance recommendation; NTH with `false` (and no rebalance draining) does not look at them"},
+		diff: "lifeboat always cordons and taints a node on a rebalance recommendation; NTH with `false` (and no rebalance draining) does not look at them", imdsOnly: true},
 }
 
-const nthDrainDiff = "the node is not drained for that kind, but lifeboat still cordons and taints it (NTH's IMDS mode does not act on it at all); lifeboat applies it in both modes, NTH only in IMDS mode"
+const nthDrainDiff = "the node is not drained for that kind, but lifeboat still cordons and taints it (NTH does not act on it at all)"
+
+// nthIMDSOnly is the note of the switches read in IMDS mode only.
+const nthIMDSOnly = "IMDS mode only, as in NTH (in queue mode it is ignored with a warning: NTH's queue-mode manifest sets it to `false` and NTH still drains; choose with `--drain-on`)"
 
 // nthListen are NTH's two servers, which lifeboat serves on one address.
 var nthListen = []struct{ enable, port, def string }{
@@ -118,8 +125,8 @@ func nthOnly12(v string) error {
 
 // applyNTHTable applies the rows of this file (nthAliases and nthIgnored
 // are applied by applyNTH).
-func applyNTHTable(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string) (warnings []string, errs []error) {
-	w, e := applyNTHDrain(getenv, setFlag, set, setBy)
+func applyNTHTable(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string, mode Mode) (warnings []string, errs []error) {
+	w, e := applyNTHDrain(getenv, setFlag, set, setBy, mode)
 	warnings, errs = append(warnings, w...), append(errs, e...)
 	w, e = applyNTHListen(getenv, setFlag, set, setBy)
 	warnings, errs = append(warnings, w...), append(errs, e...)
@@ -149,7 +156,7 @@ func applyNTHTable(getenv func(string) string, setFlag func(name, value string) 
 }
 
 // applyNTHDrain turns NTH's drain switches into one --drain-on.
-func applyNTHDrain(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string) (warnings []string, errs []error) {
+func applyNTHDrain(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string, mode Mode) (warnings []string, errs []error) {
 	o, ok := optionNamed("drain-on")
 	if !ok {
 		return nil, []error{fmt.Errorf("no option --drain-on")} // TestNTHDecisions
@@ -168,6 +175,10 @@ func applyNTHDrain(getenv func(string) string, setFlag func(name, value string) 
 			errs = append(errs, fmt.Errorf("%s=%q (alias of --drain-on): %w", d.env, v, err))
 			continue
 		}
+		if d.imdsOnly && mode != ModeIMDS {
+			warnings = append(warnings, fmt.Sprintf("%s (an aws-node-termination-handler variable) is ignored in %s mode, as NTH ignores it there: choose what drains with --drain-on", d.env, mode))
+			continue
+		}
 		used = append(used, d.env)
 		switch {
 		case d.env == "CORDON_ONLY":
@@ -181,7 +192,7 @@ func applyNTHDrain(getenv func(string) string, setFlag func(name, value string) 
 		}
 	}
 	if len(used) == 0 || len(errs) > 0 {
-		return nil, errs
+		return warnings, errs
 	}
 	if set["drain-on"] {
 		for _, env := range used {
@@ -290,6 +301,9 @@ func nthRows() []nthRow {
 		r := nthRow{env: d.env, decision: nthSame, lifeboat: "`--drain-on`", note: d.note}
 		if d.diff != "" {
 			r.decision, r.note = nthDiffers, d.note+"; "+d.diff
+		}
+		if d.imdsOnly {
+			r.note += "; " + nthIMDSOnly
 		}
 		rows = append(rows, r)
 	}
