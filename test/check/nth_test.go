@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -74,11 +75,13 @@ func forwardProxy(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	return s, &n
 }
 
-// An NTH user's settings, over the real process: the webhook URL from the
-// environment (a Secret's valueFrom in a manifest), NTH's JSON headers and
-// default template, through an HTTP proxy; and
-// ENABLE_SPOT_INTERRUPTION_DRAINING=false: a Spot notice cordons the node
-// but does not drain it.
+// An NTH user's queue-mode settings, over the real process: the webhook URL
+// from the environment (a Secret's valueFrom in a manifest), NTH's JSON
+// headers and default template, through an HTTP proxy; and the IMDS-only
+// switches NTH's own queue-mode manifest sets to false
+// (ENABLE_SPOT_INTERRUPTION_DRAINING=false, ...): NTH ignores them in queue
+// mode and drains on a Spot notice from the queue, and so does lifeboat
+// (test/imds TestNTHSpotDrainingOff shows false in IMDS mode).
 func TestNTHSettingsEndToEnd(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	hook := newWebhookReceiver(t)
@@ -96,6 +99,9 @@ func TestNTHSettingsEndToEnd(t *testing.T) {
 		`WEBHOOK_HEADERS={"Authorization":"Bearer nth-header-secret"}`,
 		"WEBHOOK_TEMPLATE=" + nthTemplate,
 		"ENABLE_SPOT_INTERRUPTION_DRAINING=false",
+		"ENABLE_SCHEDULED_EVENT_DRAINING=false",
+		"ENABLE_REBALANCE_MONITORING=false",
+		"ENABLE_REBALANCE_DRAINING=false",
 	}, "--leader-elect=false")
 	w.poke()
 	lb.waitReady(t, 30*time.Second, http.StatusOK, "ok: leader")
@@ -128,20 +134,18 @@ func TestNTHSettingsEndToEnd(t *testing.T) {
 	}
 	hook.mu.Unlock()
 
-	// Cordoned, not drained: the pod is still there, not being deleted.
-	eventually(t, 10*time.Second, "the node cordoned", func() bool {
-		n, err := kube.Client.CoreV1().Nodes().Get(w.ctx, node.Name, metav1.GetOptions{})
-		return err == nil && n.Spec.Unschedulable
+	// Drained, as NTH drains in queue mode whatever those switches say.
+	eventually(t, 30*time.Second, "the pod evicted", func() bool {
+		_, err := kube.Client.CoreV1().Pods(pod.Namespace).Get(w.ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
 	})
-	time.Sleep(2 * time.Second) // a drain would have evicted it by now (ShutdownAfter 1s)
-	p, err := kube.Client.CoreV1().Pods(pod.Namespace).Get(w.ctx, pod.Name, metav1.GetOptions{})
-	if err != nil || p.DeletionTimestamp != nil {
-		t.Errorf("pod %s: err %v, deletion %v; want it left running (ENABLE_SPOT_INTERRUPTION_DRAINING=false)", pod.Name, err, p.GetDeletionTimestamp())
-	}
-	list, err := kube.Client.CoreV1().Events(metav1.NamespaceDefault).List(w.ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.name": node.Name, "reason": "Draining"}.String()})
-	if err != nil || len(list.Items) != 0 {
-		t.Errorf("Draining Events on the node: %d (err %v), want none", len(list.Items), err)
+	eventually(t, 10*time.Second, "the Drained Event", func() bool {
+		list, err := kube.Client.CoreV1().Events(metav1.NamespaceDefault).List(w.ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": node.Name, "reason": "Drained"}.String()})
+		return err == nil && len(list.Items) == 1
+	})
+	if !strings.Contains(strings.Join(logLines(t, lb.proc), "\n"), "ENABLE_SPOT_INTERRUPTION_DRAINING (an aws-node-termination-handler variable) is ignored in queue mode") {
+		t.Error("no warning that ENABLE_SPOT_INTERRUPTION_DRAINING is ignored in queue mode")
 	}
 	// The secrets never reach the log.
 	log := strings.Join(logLines(t, lb.proc), "\n")
