@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,5 +118,49 @@ func TestChartPullSecrets(t *testing.T) {
 	want := []corev1.LocalObjectReference{{Name: "lifeboat-style"}, {Name: "nth-style"}}
 	if diff := cmp.Diff(want, d.Spec.Template.Spec.ImagePullSecrets); diff != "" {
 		t.Errorf("image pull secrets (-want +got):\n%s", diff)
+	}
+}
+
+// Every NTH value the chart refuses is named in values.schema.json, whose
+// description says why and what to use instead; installing with it set
+// fails naming it.
+func TestChartNTHRefusalsDescribed(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type prop struct {
+		Not         *struct{}       `json:"not"`
+		Description string          `json:"description"`
+		Properties  map[string]prop `json:"properties"`
+	}
+	var schema prop
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tableRows(t, "migration-from-nth.md", "## Chart values") {
+		nth, target := r[0], r[1]
+		if target == "same" {
+			continue
+		}
+		top, sub, nested := strings.Cut(nth, ".")
+		p, ok := schema.Properties[top]
+		if nested {
+			p, ok = p.Properties[sub]
+		}
+		if !ok || p.Not == nil || !strings.HasPrefix(p.Description, "aws-node-termination-handler value, refused: ") {
+			t.Errorf("%s: values.schema.json has no refusing entry with a description (%+v)", nth, p)
+			continue
+		}
+		if target != "—" && !strings.Contains(p.Description, "Use "+strings.ReplaceAll(target, "`", "")) {
+			t.Errorf("%s: the description %q does not say to use %s", nth, p.Description, target)
+		}
+		values := map[string]any{"queueURL": exampleQueue, top: "x"}
+		if nested {
+			values[top] = map[string]any{sub: "x"}
+		}
+		if _, err := render("lb", "lifeboat", values); err == nil || !strings.Contains(err.Error(), sub) || !strings.Contains(err.Error(), top) {
+			t.Errorf("installing with %s set: %v; want it refused by name", nth, err)
+		}
 	}
 }
