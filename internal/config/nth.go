@@ -99,6 +99,7 @@ var nthAliases = []nthAlias{
 	{env: "LOG_LEVEL", flag: "log-level", note: "lower-cased",
 		value: func(v string) (string, bool, error) { return strings.ToLower(strings.TrimSpace(v)), true, nil }},
 	{env: "KUBE_API_QPS", flag: "kube-qps", value: same},
+	{env: "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", flag: "events-annotations", value: same},
 	{env: "KUBE_API_BURST", flag: "kube-burst", value: same},
 	{env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", flag: "visibility-timeout", note: "whole seconds", value: nthSeconds,
 		diff: "lifeboat extends a message's visibility while its work runs, so the value only bounds how soon a message whose handler died is seen again (10 s..12 h)"},

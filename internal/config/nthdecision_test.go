@@ -104,14 +104,17 @@ var nthCases = map[string]nthCase{
 	"KUBERNETES_SERVICE_HOST":         {value: "10.0.0.1", check: func(Config) error { return nil }},
 	"KUBERNETES_SERVICE_PORT":         {value: "443", check: func(Config) error { return nil }},
 	"KUBE_API_QPS":                    {value: "5", check: func(c Config) error { return want("kube qps", c.KubeQPS, 5) }},
-	"KUBE_API_BURST":                  {value: "10", check: func(c Config) error { return want("kube burst", c.KubeBurst, 10) }},
-	"LOG_FORMAT_VERSION":              {value: "2", check: func(Config) error { return nil }},
-	"LOG_LEVEL":                       {value: "DEBUG", check: func(c Config) error { return want("log level", c.LogLevel, "debug") }},
-	"METADATA_TRIES":                  {value: "3", check: func(Config) error { return nil }},
-	"NAMESPACE":                       {value: "kube-system", check: func(c Config) error { return want("pod namespace", c.PodNamespace, "kube-system") }},
-	"NODE_NAME":                       {value: "ip-10-0-0-9.ec2.internal", env: map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "false"}, check: func(c Config) error { return want("node name", c.NodeName, "ip-10-0-0-9.ec2.internal") }},
-	"POD_NAME":                        {value: "nth-abc", check: func(c Config) error { return want("pod name", c.PodName, "nth-abc") }},
-	"PROBES_SERVER_ENDPOINT":          {value: "/healthz", check: func(Config) error { return nil }},
+	"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS": {value: "first=annotation,sample.annotation/number=two", check: func(c Config) error {
+		return errorsOf(want("annotation first", c.EventAnnotations["first"], "annotation"), want("annotation sample", c.EventAnnotations["sample.annotation/number"], "two"))
+	}},
+	"KUBE_API_BURST":         {value: "10", check: func(c Config) error { return want("kube burst", c.KubeBurst, 10) }},
+	"LOG_FORMAT_VERSION":     {value: "2", check: func(Config) error { return nil }},
+	"LOG_LEVEL":              {value: "DEBUG", check: func(c Config) error { return want("log level", c.LogLevel, "debug") }},
+	"METADATA_TRIES":         {value: "3", check: func(Config) error { return nil }},
+	"NAMESPACE":              {value: "kube-system", check: func(c Config) error { return want("pod namespace", c.PodNamespace, "kube-system") }},
+	"NODE_NAME":              {value: "ip-10-0-0-9.ec2.internal", env: map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "false"}, check: func(c Config) error { return want("node name", c.NodeName, "ip-10-0-0-9.ec2.internal") }},
+	"POD_NAME":               {value: "nth-abc", check: func(c Config) error { return want("pod name", c.PodName, "nth-abc") }},
+	"PROBES_SERVER_ENDPOINT": {value: "/healthz", check: func(Config) error { return nil }},
 	"QUEUE_URL": {value: "https://sqs.eu-west-1.amazonaws.com/1/other", check: func(c Config) error {
 		return want("queue url", c.QueueURL, "https://sqs.eu-west-1.amazonaws.com/1/other")
 	}},

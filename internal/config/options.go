@@ -172,6 +172,8 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.LogFormat })},
 	{name: "log-level", def: "info", usage: "debug, info, warn or error",
 		bind: strOpt(func(c *Config) *string { return &c.LogLevel })},
+	{name: "events-annotations", usage: "annotations added to every Kubernetes Event lifeboat records, as key=value, comma-separated",
+		bind: funcOpt(func(c *Config, v string) error { return parseAnnotations(c, v) })},
 	{name: "webhook-url", usage: "webhook that is told when an interruption is received and when it is finished; a secret: prefer LIFEBOAT_WEBHOOK_URL from a Secret or --webhook-url-file; empty disables webhooks",
 		bind: funcOpt(func(c *Config, v string) error { c.WebhookURL = Secret(v); return nil })},
 	{name: "webhook-url-file", usage: "file holding the webhook URL (a mounted Secret)",

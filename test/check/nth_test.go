@@ -102,6 +102,7 @@ func TestNTHSettingsEndToEnd(t *testing.T) {
 		"ENABLE_SCHEDULED_EVENT_DRAINING=false",
 		"ENABLE_REBALANCE_MONITORING=false",
 		"ENABLE_REBALANCE_DRAINING=false",
+		"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS=team=infra,sample.annotation/number=two",
 	}, "--leader-elect=false")
 	w.poke()
 	lb.waitReady(t, 30*time.Second, http.StatusOK, "ok: leader")
@@ -139,10 +140,10 @@ func TestNTHSettingsEndToEnd(t *testing.T) {
 		_, err := kube.Client.CoreV1().Pods(pod.Namespace).Get(w.ctx, pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	eventually(t, 10*time.Second, "the Drained Event", func() bool {
+	eventually(t, 10*time.Second, "the Drained Event, with KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", func() bool {
 		list, err := kube.Client.CoreV1().Events(metav1.NamespaceDefault).List(w.ctx, metav1.ListOptions{
 			FieldSelector: fields.Set{"involvedObject.name": node.Name, "reason": "Drained"}.String()})
-		return err == nil && len(list.Items) == 1
+		return err == nil && len(list.Items) == 1 && list.Items[0].Annotations["team"] == "infra" && list.Items[0].Annotations["sample.annotation/number"] == "two"
 	})
 	if !strings.Contains(strings.Join(logLines(t, lb.proc), "\n"), "ENABLE_SPOT_INTERRUPTION_DRAINING (an aws-node-termination-handler variable) is ignored in queue mode") {
 		t.Error("no warning that ENABLE_SPOT_INTERRUPTION_DRAINING is ignored in queue mode")

@@ -60,7 +60,8 @@ func envByName(c corev1.Container) map[string]corev1.EnvVar {
 func TestChartWebhookValues(t *testing.T) {
 	r := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue,
 		"webhookURLSecretName": "hooks", "webhookHeaders": `{"Authorization":"Bearer t","X-Team":"infra"}`,
-		"webhookProxy": "http://proxy.internal:3128", "webhookTemplate": `{"text":"{{ .EventID }}"}`})
+		"webhookProxy": "http://proxy.internal:3128", "webhookTemplate": `{"text":"{{ .EventID }}"}`,
+		"kubernetesEventsExtraAnnotations": "team=infra,route=pager"})
 	d := into[appsv1.Deployment](t, r.one(t, "Deployment"))
 	env := envByName(d.Spec.Template.Spec.Containers[0])
 	url := env["LIFEBOAT_WEBHOOK_URL"]
@@ -68,11 +69,12 @@ func TestChartWebhookValues(t *testing.T) {
 		t.Errorf("LIFEBOAT_WEBHOOK_URL = %+v, want from Secret hooks key webhookurl", url)
 	}
 	got := map[string]string{}
-	for _, k := range []string{"LIFEBOAT_WEBHOOK_HEADERS", "LIFEBOAT_WEBHOOK_PROXY", "LIFEBOAT_WEBHOOK_TEMPLATE"} {
+	for _, k := range []string{"LIFEBOAT_WEBHOOK_HEADERS", "LIFEBOAT_WEBHOOK_PROXY", "LIFEBOAT_WEBHOOK_TEMPLATE", "LIFEBOAT_EVENTS_ANNOTATIONS"} {
 		got[k] = env[k].Value
 	}
 	want := map[string]string{"LIFEBOAT_WEBHOOK_HEADERS": "Authorization: Bearer t\nX-Team: infra",
-		"LIFEBOAT_WEBHOOK_PROXY": "http://proxy.internal:3128", "LIFEBOAT_WEBHOOK_TEMPLATE": `{"text":"{{ .EventID }}"}`}
+		"LIFEBOAT_WEBHOOK_PROXY": "http://proxy.internal:3128", "LIFEBOAT_WEBHOOK_TEMPLATE": `{"text":"{{ .EventID }}"}`,
+		"LIFEBOAT_EVENTS_ANNOTATIONS": "team=infra,route=pager"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("webhook settings (-want +got):\n%s", d)
 	}

@@ -283,6 +283,10 @@ secrets: a Secret is preferred for the URL (key webhookurl, as NTH). */}}
 - name: LIFEBOAT_WEBHOOK_HEADERS
   value: {{ $lines := list }}{{ range $k, $v := fromJson . }}{{ $lines = append $lines (printf "%s: %v" $k $v) }}{{ end }}{{ join "\n" $lines | quote }}
 {{- end }}
+{{- with .Values.kubernetesEventsExtraAnnotations }}
+- name: LIFEBOAT_EVENTS_ANNOTATIONS
+  value: {{ . | quote }}
+{{- end }}
 {{- with .Values.webhookProxy }}
 - name: LIFEBOAT_WEBHOOK_PROXY
   value: {{ . | quote }}
