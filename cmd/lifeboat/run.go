@@ -23,6 +23,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/imdsflow"
+	"lifeboat.dev/lifeboat/internal/kevents"
 	"lifeboat.dev/lifeboat/internal/leader"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -110,7 +111,7 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, err
 	}
 	a.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.events.CoreV1().Events("")})
-	a.recorder = a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"})
+	a.recorder = kevents.Annotated(a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"}), cfg.EventAnnotations)
 	a.ready = &readiness{kubeProbe: apiProbe(a.kube.main)}
 	a.ready.leader.gauge = a.metrics.Leader
 	if a.notifier, err = newNotifier(cfg, a.clock, log, a.metrics); err != nil {

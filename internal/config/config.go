@@ -93,6 +93,8 @@ type Config struct {
 	LeaseDuration  time.Duration
 	LogFormat      string
 	LogLevel       string
+	// EventAnnotations are added to every Kubernetes Event.
+	EventAnnotations map[string]string
 
 	// Webhooks (notifications when an interruption is received and finished).
 	// WebhookURL and WebhookHeaders are secrets: never log them.
@@ -155,6 +157,25 @@ func parseKinds(c *Config, v string) error {
 			return fmt.Errorf("unknown or non-draining kind %q", s)
 		}
 		c.DrainKinds = append(c.DrainKinds, k)
+	}
+	return nil
+}
+
+// parseAnnotations reads key=value pairs, comma-separated (NTH's form).
+func parseAnnotations(c *Config, v string) error {
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("%q is not key=value", item)
+		}
+		if c.EventAnnotations == nil {
+			c.EventAnnotations = map[string]string{}
+		}
+		c.EventAnnotations[strings.TrimSpace(k)] = val
 	}
 	return nil
 }

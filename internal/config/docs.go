@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -29,22 +30,44 @@ func Markdown() string {
 		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s | %s |\n", o.name, EnvName(o.name), def, modes, strings.ReplaceAll(o.usage, "|", "\\|"))
 	}
 	b.WriteString("\n## aws-node-termination-handler environment variables\n\n")
-	b.WriteString("To ease a migration (see [migration-from-nth.md](migration-from-nth.md)), lifeboat reads the environment variables of ")
-	b.WriteString("aws-node-termination-handler that mean the same as one of its flags, as deprecated aliases: each one read is logged as a warning at start. ")
-	b.WriteString("A flag or a `LIFEBOAT_*` variable wins over an alias; an alias of an option that does not apply to the mode is ignored with a warning. ")
-	b.WriteString("`AWS_REGION` is the AWS SDK's own variable: it keeps working as it did (`--region` wins over it).\n\n")
-	b.WriteString("| NTH variable | lifeboat flag | value |\n|---|---|---|\n")
-	for _, a := range nthAliases {
-		note := a.note
-		if note == "" {
-			note = "same"
-		}
-		fmt.Fprintf(&b, "| `%s` | `--%s` | %s |\n", a.env, a.flag, note)
-	}
-	b.WriteString("\nThese NTH variables have no equivalent of the same meaning; lifeboat logs a warning that they have no effect:\n\n")
-	b.WriteString("| NTH variable | why |\n|---|---|\n")
-	for _, ig := range nthIgnored {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", ig.env, ig.why)
+	b.WriteString("To ease a migration (see [migration-from-nth.md](migration-from-nth.md)), lifeboat reads every environment variable of ")
+	b.WriteString("aws-node-termination-handler (NTH): each is honoured (read as a deprecated alias of a lifeboat flag, logged as a warning at start), ")
+	b.WriteString("honoured with the difference shown (also logged), or refused: lifeboat exits at start naming the variable and what to use instead. None is ignored. ")
+	b.WriteString("A flag or a `LIFEBOAT_*` variable wins over an alias; an alias of an option that does not apply to the mode is ignored with a warning, as NTH ignores it in that mode.\n\n")
+	b.WriteString(NTHEnvMarkdown())
+	return b.String()
+}
+
+// NTHEnvMarkdown is the decision table of NTH's environment variables, in
+// docs/configuration.md and docs/migration-from-nth.md.
+func NTHEnvMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| NTH variable | decision | lifeboat | notes |\n|---|---|---|---|\n")
+	rows := nthRows()
+	slices.SortFunc(rows, func(a, b nthRow) int { return strings.Compare(a.env, b.env) })
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.env, r.decision, r.lifeboat, strings.ReplaceAll(r.note, "|", "\\|"))
 	}
 	return b.String()
+}
+
+// The generated part of docs/migration-from-nth.md lies between these
+// markers; `make docs` rewrites it and TestMigrationDocUpToDate checks it.
+const (
+	nthDocBegin = "<!-- generated from internal/config by `make docs`: begin -->\n"
+	nthDocEnd   = "<!-- generated: end -->\n"
+)
+
+// MigrationDoc returns doc (docs/migration-from-nth.md) with its generated
+// part replaced by NTHEnvMarkdown.
+func MigrationDoc(doc string) (string, error) {
+	before, rest, ok := strings.Cut(doc, nthDocBegin)
+	if !ok {
+		return "", fmt.Errorf("no line %q", strings.TrimSpace(nthDocBegin))
+	}
+	_, after, ok := strings.Cut(rest, nthDocEnd)
+	if !ok {
+		return "", fmt.Errorf("no line %q", strings.TrimSpace(nthDocEnd))
+	}
+	return before + nthDocBegin + NTHEnvMarkdown() + nthDocEnd + after, nil
 }

@@ -1,14 +1,14 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"lifeboat.dev/lifeboat/internal/event"
 )
 
 // nthAlias is an environment variable of aws-node-termination-handler
@@ -22,6 +22,11 @@ type nthAlias struct {
 	// asks for lifeboat's default (nothing is set).
 	value func(v string) (flagValue string, ok bool, err error)
 	note  string // how the value maps, for the docs
+	// diff is the documented difference of meaning, if any (the
+	// migration table shows the row as honoured with a difference).
+	diff string
+	// secret values are never echoed in warnings or errors.
+	secret bool
 }
 
 // same passes the value through unchanged.
@@ -68,26 +73,6 @@ var nthAliases = []nthAlias{
 			}
 			return string(UnknownLeave), true, nil
 		}},
-	{env: "CORDON_ONLY", flag: "drain-on", note: "`true` → empty (no event kind drains; nodes are only cordoned and tainted)",
-		value: func(v string) (string, bool, error) {
-			b, err := nthBool(v)
-			if err != nil || !b {
-				return "", false, err
-			}
-			return "", true, nil
-		}},
-	{env: "ENABLE_REBALANCE_DRAINING", flag: "drain-on", note: "`true` → the default kinds plus `rebalance-recommendation`",
-		value: func(v string) (string, bool, error) {
-			b, err := nthBool(v)
-			if err != nil || !b {
-				return "", false, err
-			}
-			o, ok := optionNamed("drain-on")
-			if !ok {
-				return "", false, errors.New("no option --drain-on") // TestNTHTables
-			}
-			return o.def + "," + string(event.RebalanceRecommendation), true, nil
-		}},
 	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`)",
 		value: func(v string) (string, bool, error) {
 			v = strings.TrimSpace(v)
@@ -113,45 +98,72 @@ var nthAliases = []nthAlias{
 		}},
 	{env: "LOG_LEVEL", flag: "log-level", note: "lower-cased",
 		value: func(v string) (string, bool, error) { return strings.ToLower(strings.TrimSpace(v)), true, nil }},
+	{env: "KUBE_API_QPS", flag: "kube-qps", value: same},
+	{env: "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", flag: "events-annotations", value: same},
+	{env: "KUBE_API_BURST", flag: "kube-burst", value: same},
+	{env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", flag: "visibility-timeout", note: "whole seconds", value: nthSeconds,
+		diff: "lifeboat extends a message's visibility while its work runs, so the value only bounds how soon a message whose handler died is seen again (10 s..12 h)"},
+	{env: "USE_PROVIDER_ID", flag: "private-dns-lookup", note: "`false` → `true`; `true` keeps the default (`false`)",
+		diff: "lifeboat always tries spec.providerID first; `false` adds the private DNS name as a fallback",
+		value: func(v string) (string, bool, error) {
+			b, err := nthBool(v)
+			if err != nil || b {
+				return "", false, err
+			}
+			return "true", true, nil
+		}},
+	{env: "WEBHOOK_URL", flag: "webhook-url", value: same, secret: true},
+	{env: "WEBHOOK_PROXY", flag: "webhook-proxy", value: same, secret: true},
+	{env: "WEBHOOK_HEADERS", flag: "webhook-headers", note: "NTH's JSON object → one `Name: value` a line", value: nthHeaders, secret: true},
+	// NTH reads the file when both are set: the file comes first.
+	{env: "WEBHOOK_TEMPLATE_FILE", flag: "webhook-template", value: same, diff: nthTemplateDiff},
+	{env: "WEBHOOK_TEMPLATE", flag: "webhook-template", note: "the template text itself", value: same, diff: nthTemplateDiff},
 }
 
-// nthIgnored are NTH variables with no lifeboat equivalent of the same
-// meaning. Setting one is not an error (a migrated manifest may keep it),
-// but lifeboat says that it has no effect and why.
+// nthTemplateDiff is the difference of NTH's webhook templates.
+const nthTemplateDiff = "the template renders a lifeboat notification, which also answers NTH's fields `.EventID`, `.NodeName`, `.Description`, `.StartTime`, `.State` and `.Monitor` " +
+	"(NTH's instance metadata fields such as `.InstanceType` are refused at start); lifeboat posts when an interruption is received and when it is finished or failed, NTH once after the drain"
+
+// nthSeconds converts NTH's whole seconds to a duration.
+func nthSeconds(v string) (string, bool, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return "", false, fmt.Errorf("%q is not whole seconds", v)
+	}
+	return (time.Duration(n) * time.Second).String(), true, nil
+}
+
+// nthHeaders converts NTH's JSON object of headers to lifeboat's lines.
+func nthHeaders(v string) (string, bool, error) {
+	var h map[string]string
+	if err := json.Unmarshal([]byte(v), &h); err != nil {
+		return "", false, errors.New("not a JSON object of header names to values (value not shown: it may hold a secret)")
+	}
+	names := slices.Sorted(maps.Keys(h))
+	lines := make([]string, 0, len(names))
+	for _, n := range names {
+		lines = append(lines, n+": "+h[n])
+	}
+	return strings.Join(lines, "\n"), true, nil
+}
+
+// nthIgnored are NTH variables whose equivalent is not built yet: setting
+// one stops lifeboat at start with why (the name is historical: they were
+// once accepted and ignored). A row leaves this list for nthAliases when its
+// flag exists. The other decisions are in nthtable.go.
 var nthIgnored = []struct{ env, why string }{
 	{"CHECK_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
 	{"CHECK_ASG_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
 	{"MANAGED_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
 	{"MANAGED_ASG_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
-	{"USE_PROVIDER_ID", "lifeboat always matches spec.providerID; --private-dns-lookup adds the private DNS name fallback"},
-	{"ENABLE_SPOT_INTERRUPTION_DRAINING", "lifeboat always cordons on a Spot interruption; choose what drains with --drain-on"},
-	{"ENABLE_SCHEDULED_EVENT_DRAINING", "lifeboat always handles scheduled changes; choose what drains with --drain-on"},
-	{"ENABLE_REBALANCE_MONITORING", "lifeboat always cordons on a rebalance recommendation"},
-	{"ENABLE_ASG_LIFECYCLE_DRAINING", "lifeboat always handles lifecycle actions; choose what drains with --drain-on"},
-	{"TAINT_NODE", "lifeboat always taints the nodes it cordons (lifeboat.io/<kind>)"},
 	{"TAINT_EFFECT", "lifeboat's taints are always NoSchedule"},
 	{"POD_TERMINATION_GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
 	{"GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
 	{"NODE_TERMINATION_GRACE_PERIOD", "lifeboat drains against AWS's real deadline (--deadline-margin keeps a reserve)"},
-	{"IGNORE_DAEMON_SETS", "lifeboat never evicts DaemonSet pods"},
-	{"DELETE_LOCAL_DATA", "lifeboat evicts pods with emptyDir volumes (their data goes with the instance anyway)"},
-	{"METADATA_TRIES", "lifeboat polls instance metadata continuously (--imds-poll-interval)"},
-	{"ENABLE_PROMETHEUS_SERVER", "lifeboat always serves /metrics on --listen"},
-	{"PROMETHEUS_SERVER_PORT", "lifeboat serves /metrics, /healthz and /readyz on one address: --listen"},
-	{"ENABLE_PROBES_SERVER", "lifeboat always serves /healthz and /readyz on --listen"},
-	{"PROBES_SERVER_PORT", "lifeboat serves /metrics, /healthz and /readyz on one address: --listen"},
-	{"PROBES_SERVER_ENDPOINT", "lifeboat's probes are /healthz and /readyz"},
-	{"WEBHOOK_URL", "lifeboat's webhooks are configured differently"},
-	{"WEBHOOK_HEADERS", "lifeboat's webhooks are configured differently"},
-	{"WEBHOOK_TEMPLATE", "lifeboat's webhooks are configured differently"},
-	{"WEBHOOK_PROXY", "lifeboat's webhooks are configured differently"},
-	{"EMIT_KUBERNETES_EVENTS", "lifeboat always records Kubernetes Events on the node"},
-	{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "lifeboat's Events carry no extra annotations"},
 	{"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "lifeboat completes a terminate action when the node is drained, never on a timer"},
 	{"HEARTBEAT_UNTIL", "lifeboat heartbeats until the drain ends or the hook's global timeout"},
 	{"EXCLUDE_FROM_LOAD_BALANCERS", "not supported"},
-	{"LOG_FORMAT_VERSION", "lifeboat's log format is --log-format json or text"},
-	{"USE_APISERVER_CACHE", "lifeboat always uses an informer cache for nodes"},
+	{"ENABLE_OUT_OF_SERVICE_TAINT", "the out-of-service taint is not built yet"},
 }
 
 // applyNTH reads the NTH variables after lifeboat's own flags and LIFEBOAT_*
@@ -181,10 +193,11 @@ func applyNTH(getenv func(string) string, setFlag func(name, value string) error
 	}
 	for _, ig := range nthIgnored {
 		if getenv(ig.env) != "" {
-			warnings = append(warnings, fmt.Sprintf("%s (an aws-node-termination-handler variable) has no effect: %s", ig.env, ig.why))
+			errs = append(errs, fmt.Errorf("%s (an aws-node-termination-handler variable) is not supported yet: %s; remove it", ig.env, ig.why))
 		}
 	}
-	return warnings, errs
+	w, e := applyNTHTable(getenv, setFlag, set, setBy, m)
+	return append(warnings, w...), append(errs, e...)
 }
 
 func applyOne(a nthAlias, v string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string, mode *Mode, warnings []string, errs []error) ([]string, []error) {
@@ -204,19 +217,23 @@ func applyOne(a nthAlias, v string, setFlag func(name, value string) error, set 
 		}
 	}
 	fv, ok, err := a.value(v)
+	shown, shownFlag := strconv.Quote(v), fv
+	if a.secret {
+		shown, shownFlag = "[redacted]", "[redacted]"
+	}
 	if err != nil {
-		return warnings, append(errs, fmt.Errorf("%s=%q (alias of --%s): %w", a.env, v, a.flag, err))
+		return warnings, append(errs, fmt.Errorf("%s=%s (alias of --%s): %w", a.env, shown, a.flag, err))
 	}
 	if !ok {
 		warnings = append(warnings, fmt.Sprintf("%s=%s (a deprecated aws-node-termination-handler variable) keeps lifeboat's default for --%s; remove it", a.env, v, a.flag))
 		return warnings, errs
 	}
 	if err := setFlag(a.flag, fv); err != nil {
-		return warnings, append(errs, fmt.Errorf("%s=%q (alias of --%s): %w", a.env, v, a.flag, err))
+		return warnings, append(errs, fmt.Errorf("%s=%s (alias of --%s): %w", a.env, shown, a.flag, err))
 	}
 	set[a.flag] = true
 	setBy[a.flag] = a.env
-	warnings = append(warnings, fmt.Sprintf("%s is a deprecated aws-node-termination-handler variable: read as --%s=%s; use %s instead", a.env, a.flag, fv, EnvName(a.flag)))
+	warnings = append(warnings, fmt.Sprintf("%s is a deprecated aws-node-termination-handler variable: read as --%s=%s; use %s instead", a.env, a.flag, shownFlag, EnvName(a.flag)))
 	return warnings, errs
 }
 

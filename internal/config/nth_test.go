@@ -129,7 +129,7 @@ func TestNTHAliases(t *testing.T) {
 					t.Errorf("drain kinds (-want +got):\n%s", d)
 				}
 			},
-			warnings: []string{"NAMESPACE is", "QUEUE_URL is", "ENABLE_REBALANCE_DRAINING=false (a deprecated aws-node-termination-handler variable) keeps lifeboat's default for --drain-on"},
+			warnings: []string{"NAMESPACE is", "QUEUE_URL is", "ENABLE_REBALANCE_DRAINING is a deprecated aws-node-termination-handler variable: read into --drain-on=spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate;"},
 		},
 		{
 			name: "cordon only drains nothing and wins over rebalance draining",
@@ -139,7 +139,7 @@ func TestNTHAliases(t *testing.T) {
 					t.Errorf("drain kinds = %v, want none", c.DrainKinds)
 				}
 			},
-			warnings: []string{"NAMESPACE is", "QUEUE_URL is", "CORDON_ONLY is a deprecated", "ENABLE_REBALANCE_DRAINING (a deprecated aws-node-termination-handler variable) is ignored: --drain-on is already set by CORDON_ONLY"},
+			warnings: []string{"NAMESPACE is", "QUEUE_URL is", "CORDON_ONLY is a deprecated aws-node-termination-handler variable: read into --drain-on=;", "ENABLE_REBALANCE_DRAINING is a deprecated aws-node-termination-handler variable: read into --drain-on=;"},
 		},
 		{
 			name: "--drain-on wins over cordon only",
@@ -175,12 +175,12 @@ func TestNTHAliases(t *testing.T) {
 			warnings: []string{"NAMESPACE is", "QUEUE_URL is", "AWS_ENDPOINT is"},
 		},
 		{
-			name:  "NTH variables without an equivalent are reported, AWS_REGION is not",
-			env:   map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "AWS_REGION": "us-east-1", "TAINT_NODE": "true", "POD_TERMINATION_GRACE_PERIOD": "-1"},
+			name:  "NTH variables honoured with a difference are reported, AWS_REGION says what wins",
+			env:   map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "AWS_REGION": "us-east-1", "TAINT_NODE": "true"},
 			check: func(t *testing.T, c Config) {},
 			warnings: []string{"NAMESPACE is", "QUEUE_URL is",
-				"TAINT_NODE (an aws-node-termination-handler variable) has no effect: lifeboat always taints",
-				"POD_TERMINATION_GRACE_PERIOD (an aws-node-termination-handler variable) has no effect"},
+				"AWS_REGION (an aws-node-termination-handler variable) is read with a difference: read by the AWS SDK",
+				"TAINT_NODE (an aws-node-termination-handler variable) is read with a difference: lifeboat always taints"},
 		},
 		{
 			name:     "no NTH variable, no warning",
@@ -221,6 +221,8 @@ func TestNTHAliasErrors(t *testing.T) {
 		{"bad workers and bad log level together", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "WORKERS": "ten", "LOG_LEVEL": "loud"},
 			[]string{`WORKERS="ten"`, `--log-level "loud"`}},
 		{"bad queue url", map[string]string{"QUEUE_URL": "not a url", "NAMESPACE": "ns"}, []string{`--queue-url "not a url" is not a URL`}},
+		{"not built yet", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "POD_TERMINATION_GRACE_PERIOD": "-1"}, []string{"POD_TERMINATION_GRACE_PERIOD (an aws-node-termination-handler variable) is not supported yet"}},
+		{"secret header value not echoed", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "WEBHOOK_HEADERS": "Authorization: Bearer s3cret"}, []string{"WEBHOOK_HEADERS=[redacted]", "not a JSON object"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

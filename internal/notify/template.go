@@ -66,6 +66,11 @@ func loadTemplate(nameOrPath string) (*template, error) {
 		nameOrPath = TemplateSlack
 	}
 	text, ok := builtin[nameOrPath]
+	if !ok && strings.Contains(nameOrPath, "{{") {
+		// The template text itself (aws-node-termination-handler's
+		// WEBHOOK_TEMPLATE); a file path never holds "{{".
+		text, ok, nameOrPath = nameOrPath, true, "(inline)"
+	}
 	if !ok {
 		b, err := os.ReadFile(nameOrPath)
 		if err != nil {

@@ -205,6 +205,7 @@ itself) and, in imds mode, its node, from the downward API. */}}
 {{- end }}
 {{- end }}
 {{- include "lifeboat.settings" . }}
+{{- include "lifeboat.webhookEnv" . }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -271,4 +272,50 @@ claim may write nothing. */}}
 - expression: "variables.nodeName != ''"
   reason: Forbidden
   message: "lifeboat in IMDS mode writes only with the token the kubelet mounts in its pod, which names the pod's node (authentication.kubernetes.io/node-name); this request's token names no node"
+{{- end -}}
+
+{{/* Webhook settings, from NTH's value names. The URL and headers are
+secrets: a Secret is preferred for the URL (key webhookurl, as NTH). */}}
+{{- define "lifeboat.webhookEnv" -}}
+{{- if and .Values.webhookURL .Values.webhookURLSecretName }}
+{{- fail "webhookURL and webhookURLSecretName: set one" }}
+{{- end }}
+{{- with .Values.webhookURLSecretName }}
+- name: LIFEBOAT_WEBHOOK_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: webhookurl
+{{- end }}
+{{- with .Values.webhookURL }}
+- name: LIFEBOAT_WEBHOOK_URL
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.webhookHeaders }}
+- name: LIFEBOAT_WEBHOOK_HEADERS
+  value: {{ $lines := list }}{{ range $k, $v := fromJson . }}{{ $lines = append $lines (printf "%s: %v" $k $v) }}{{ end }}{{ join "\n" $lines | quote }}
+{{- end }}
+{{- with .Values.kubernetesEventsExtraAnnotations }}
+- name: LIFEBOAT_EVENTS_ANNOTATIONS
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.webhookProxy }}
+- name: LIFEBOAT_WEBHOOK_PROXY
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.webhookTemplate }}
+- name: LIFEBOAT_WEBHOOK_TEMPLATE
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod's image pull secrets: imagePullSecrets ({name: ...}) and NTH's
+image.pullSecrets (names). */}}
+{{- define "lifeboat.imagePullSecrets" -}}
+{{- range .Values.imagePullSecrets }}
+- {{ toYaml . | nindent 2 | trim }}
+{{- end }}
+{{- range .Values.image.pullSecrets }}
+- name: {{ . | quote }}
+{{- end }}
 {{- end -}}

@@ -1,0 +1,40 @@
+// Package kevents adds fixed annotations to every Kubernetes Event lifeboat
+// records (--events-annotations; aws-node-termination-handler's
+// KUBERNETES_EVENTS_EXTRA_ANNOTATIONS), so that a cluster's event pipeline
+// can route them.
+package kevents
+
+import (
+	"maps"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+)
+
+// Annotated returns r adding ann to every Event; r itself when ann is empty.
+// An Event's own annotations win over ann.
+func Annotated(r record.EventRecorder, ann map[string]string) record.EventRecorder {
+	if len(ann) == 0 {
+		return r
+	}
+	return annotated{r: r, ann: maps.Clone(ann)}
+}
+
+type annotated struct {
+	r   record.EventRecorder
+	ann map[string]string
+}
+
+func (a annotated) Event(obj runtime.Object, eventtype, reason, message string) {
+	a.r.AnnotatedEventf(obj, maps.Clone(a.ann), eventtype, reason, "%s", message)
+}
+
+func (a annotated) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	a.r.AnnotatedEventf(obj, maps.Clone(a.ann), eventtype, reason, messageFmt, args...)
+}
+
+func (a annotated) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	merged := maps.Clone(a.ann)
+	maps.Copy(merged, annotations)
+	a.r.AnnotatedEventf(obj, merged, eventtype, reason, messageFmt, args...)
+}
