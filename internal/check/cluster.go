@@ -97,13 +97,13 @@ func (r *run) reviewGrace(pods []corev1.Pod, limit time.Duration, limitName, whe
 	withHook := 0
 	longest := time.Duration(0)
 	for i := range pods {
-		g := grace(&pods[i])
+		g := forecast.GraceOf(&pods[i])
 		if g <= limit {
 			continue
 		}
 		over = append(over, fmt.Sprintf("%s/%s (%s)", pods[i].Namespace, pods[i].Name, g))
 		longest = max(longest, g)
-		if hasPreStop(&pods[i]) {
+		if forecast.HasPreStop(&pods[i]) {
 			withHook++
 		}
 	}
@@ -183,22 +183,6 @@ func (r *run) listPDBs(ctx context.Context) ([]policyv1.PodDisruptionBudget, err
 		}
 		opts.Continue = list.Continue
 	}
-}
-
-func grace(p *corev1.Pod) time.Duration {
-	if p.Spec.TerminationGracePeriodSeconds == nil {
-		return 30 * time.Second
-	}
-	return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
-}
-
-func hasPreStop(p *corev1.Pod) bool {
-	for _, c := range p.Spec.Containers {
-		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // names lists up to reviewMost names for a sentence.

@@ -132,7 +132,7 @@ func For(in Input) Forecast {
 		groupBlocked := false
 		for i := range group {
 			p := &group[i]
-			grace := graceOf(p)
+			grace := GraceOf(p)
 			if p.DeletionTimestamp != nil {
 				// Already asked to leave: gone by its deletion timestamp
 				// (now plus the grace period it was given).
@@ -162,7 +162,7 @@ func For(in Input) Forecast {
 			// below a second): the pod is gone then, its shutdown cut.
 			end = max(end, max(usable, start+time.Second))
 			hook := "no preStop hook"
-			if hasPreStop(p) {
+			if HasPreStop(p) {
 				hook = "its preStop hook is cut short"
 			}
 			if grace <= usable {
@@ -183,15 +183,17 @@ func For(in Input) Forecast {
 	return f
 }
 
-// graceOf is the pod's termination grace period.
-func graceOf(p *corev1.Pod) time.Duration {
+// GraceOf is the pod's termination grace period (30 s when unset, as
+// the API server defaults it).
+func GraceOf(p *corev1.Pod) time.Duration {
 	if p.Spec.TerminationGracePeriodSeconds == nil {
 		return defaultGrace
 	}
 	return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
 }
 
-func hasPreStop(p *corev1.Pod) bool {
+// HasPreStop reports whether a container of the pod has a preStop hook.
+func HasPreStop(p *corev1.Pod) bool {
 	for _, c := range p.Spec.Containers {
 		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 			return true
