@@ -224,19 +224,26 @@ func (in *Intake) release(ctx context.Context, r sqs.Receipt, delay time.Duratio
 }
 
 // Handing a message back for another cluster (--unknown-instance=leave):
-// after handBackFirst, doubling with each receive up to handBackMax. The
-// other cluster's lifeboat gets a Spot notice within seconds, and a message
-// no cluster claims does not loop hot until its retention ends.
+// at once (visibility 0) on the first receive, then after handBackFirst,
+// doubling with each further receive up to handBackMax. Several clusters
+// share a queue: the owner must get a Spot notice (two minutes, as long as
+// the default visibility timeout) within seconds even when the other
+// clusters' lifeboats received it first, so the cap stays short; a message
+// no cluster claims then comes back every handBackMax until its retention
+// ends, a few cheap receives a minute, never a hot loop.
 const (
-	handBackFirst = 2 * time.Second
-	handBackMax   = 2 * time.Minute
+	handBackFirst = time.Second
+	handBackMax   = 10 * time.Second
 )
 
 // HandBackDelay is how long a message for another cluster stays hidden
 // after its receiveCount-th receive.
 func HandBackDelay(receiveCount int) time.Duration {
+	if receiveCount <= 1 {
+		return 0
+	}
 	d := handBackFirst
-	for i := 1; i < receiveCount && d < handBackMax; i++ {
+	for i := 2; i < receiveCount && d < handBackMax; i++ {
 		d *= 2
 	}
 	return min(d, handBackMax)
