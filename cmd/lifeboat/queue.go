@@ -44,7 +44,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		o.HTTPClient = fenced
 	})
 
-	index := nodes.New(a.kube.main, nodes.Options{})
+	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope()})
 	g.Go(func() error { index.Run(ctx); return nil })
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
 		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
