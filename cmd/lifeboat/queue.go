@@ -19,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
+	"lifeboat.dev/lifeboat/internal/volumes"
 )
 
 // startQueue starts queue mode: the node cache, and, while this replica
@@ -67,6 +68,12 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+	}
+	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
+		vols := volumes.New(a.kube.main, 0)
+		g.Go(func() error { vols.Run(ctx); return nil })
+		deps.Volumes = vols
+		opts.VolumeDetachTimeout = cfg.VolumeDetachTimeout
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	if cfg.PrivateDNSLookup {
