@@ -224,15 +224,20 @@ func (in *Intake) release(ctx context.Context, r sqs.Receipt, delay time.Duratio
 }
 
 // Handing a message back for another cluster (--unknown-instance=leave):
-// at once (visibility 0) on the first receive, then after handBackFirst,
-// doubling with each further receive up to handBackMax. Several clusters
-// share a queue: the owner must get a Spot notice (two minutes, as long as
-// the default visibility timeout) within seconds even when the other
-// clusters' lifeboats received it first, so the cap stays short; a message
-// no cluster claims then comes back every handBackMax until its retention
-// ends, a few cheap receives a minute, never a hot loop.
+// at once (visibility 0) on the first receive, then after handBackFirst
+// for each further receive up to the handBackFlat-th, then doubling up to
+// handBackMax. Several clusters share a queue, and which consumer gets a
+// message is a lottery each time it becomes visible: a doubling delay from
+// the first hand-back would make the owner pay for every receive its
+// neighbours won (8 s measured with two clusters), while a Spot notice
+// gives two minutes, as long as the default visibility timeout. SQS counts
+// visibility in whole seconds, so 1 s is the shortest delay that lets every
+// consumer's long poll take part. A message no cluster claims settles at
+// one receive every handBackMax until its retention ends: a few cheap
+// requests a minute, never a hot loop.
 const (
 	handBackFirst = time.Second
+	handBackFlat  = 10
 	handBackMax   = 10 * time.Second
 )
 
@@ -243,7 +248,7 @@ func HandBackDelay(receiveCount int) time.Duration {
 		return 0
 	}
 	d := handBackFirst
-	for i := 2; i < receiveCount && d < handBackMax; i++ {
+	for i := handBackFlat; i < receiveCount && d < handBackMax; i++ {
 		d *= 2
 	}
 	return min(d, handBackMax)

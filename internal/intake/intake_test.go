@@ -234,17 +234,22 @@ func TestUnknownInstancePolicy(t *testing.T) {
 
 // Issue 14 item 7: a message for another cluster's instance is handed back
 // at once, not hidden for the whole visibility timeout (by default the whole
-// Spot notice); each further receive waits 1 s, doubling, up to 10 s (issue
-// 17: several clusters on one queue).
+// Spot notice); the next receives wait 1 s, from the 11th doubling up to
+// 10 s (issue 17: several clusters on one queue).
 func TestForeignMessageHandedBackSoon(t *testing.T) {
 	in, _, src := start(t, Options{UnknownInstance: config.UnknownLeave})
-	for i, want := range []time.Duration{0, time.Second, 2 * time.Second, 4 * time.Second} {
+	for i, want := range []time.Duration{0, time.Second, time.Second, time.Second} {
 		m := msg("foreign", spot(instC))
 		m.ReceiveCount = i + 1
 		in.Handle(context.Background(), m)
 		waitFor(t, "the message handed back", func() bool { _, released, _ := src.snapshot(); return len(released) == i+1 })
 		if _, _, delays := src.snapshot(); delays[i] != want {
 			t.Errorf("receive %d: handed back after %v, want %v", i+1, delays[i], want)
+		}
+	}
+	for n, want := range map[int]time.Duration{10: time.Second, 11: 2 * time.Second, 12: 4 * time.Second, 13: 8 * time.Second, 14: 10 * time.Second} {
+		if d := HandBackDelay(n); d != want {
+			t.Errorf("HandBackDelay(%d) = %v, want %v", n, d, want)
 		}
 	}
 	if d := HandBackDelay(100); d != handBackMax || handBackMax > 10*time.Second {
