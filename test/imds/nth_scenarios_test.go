@@ -47,3 +47,39 @@ func TestNTHDryRunIMDS(t *testing.T) {
 		})
 	}
 }
+
+// NTH's IMDS-mode scenarios whose outcome an NTH variable decides:
+// cordon-only-test (CORDON_ONLY=true: a Spot notice cordons and taints, no
+// eviction) and rebalance-recommendation-drain-test
+// (ENABLE_REBALANCE_DRAINING=true: a rebalance recommendation drains).
+func TestNTHCordonOnlyAndRebalanceDrainIMDS(t *testing.T) {
+	for _, tc := range []struct {
+		nth     string
+		env     string
+		imds    testenv.IMDSOptions
+		taint   string
+		evicted bool
+	}{
+		{"cordon-only-test", "CORDON_ONLY=true", testenv.IMDSOptions{Scenario: testenv.IMDSSpot, After: time.Second}, taintSpot, false},
+		{"rebalance-recommendation-drain-test", "ENABLE_REBALANCE_DRAINING=true", testenv.IMDSOptions{Scenario: testenv.IMDSRebalance, After: time.Second}, taintRebalance, true},
+	} {
+		t.Run(tc.nth, func(t *testing.T) {
+			w := newWorld(t, worldOptions{imds: tc.imds, env: []string{tc.env}})
+			pod := w.pod(500 * time.Millisecond)
+			w.eventually(20*time.Second, "the node cordoned and tainted", func() bool {
+				n := w.nodeNow()
+				_, ok := taintValue(n, tc.taint)
+				return n.Spec.Unschedulable && ok
+			})
+			if tc.evicted {
+				w.eventually(20*time.Second, "the pod evicted", func() bool { return !w.podExists(pod) })
+				w.eventually(10*time.Second, "the Drained event", func() bool { return w.nodeEvents("Drained") == 1 })
+				return
+			}
+			w.holds(3*time.Second, "the pod running", func() bool { return w.podExists(pod) })
+			if got := w.kubeRequests()["POST pods/eviction"]; got != 0 {
+				t.Errorf("evictions posted = %v, want 0", got)
+			}
+		})
+	}
+}
