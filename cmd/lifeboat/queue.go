@@ -19,6 +19,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
+	"lifeboat.dev/lifeboat/internal/volumes"
 )
 
 // startQueue starts queue mode: the node cache, and, while this replica
@@ -44,7 +45,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		o.HTTPClient = fenced
 	})
 
-	index := nodes.New(a.kube.main, nodes.Options{})
+	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope()})
 	g.Go(func() error { index.Run(ctx); return nil })
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
 		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
@@ -72,6 +73,12 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+	}
+	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
+		vols := volumes.New(a.kube.main, 0)
+		g.Go(func() error { vols.Run(ctx); return nil })
+		deps.Volumes = vols
+		opts.VolumeDetachTimeout = cfg.VolumeDetachTimeout
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	if cfg.PrivateDNSLookup {

@@ -73,6 +73,11 @@ func accesses(cfg config.Config) []access {
 	for _, v := range []string{"create", "patch"} {
 		out = append(out, access{verb: v, resource: "events", why: "Kubernetes Events on nodes and pods"})
 	}
+	if cfg.Mode == config.ModeQueue && cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
+		for _, v := range []string{"list", "watch"} {
+			out = append(out, access{verb: v, group: "storage.k8s.io", resource: "volumeattachments", why: "wait for a node's volumes to detach before CONTINUE (--volume-detach-timeout)"})
+		}
+	}
 	if cfg.Mode == config.ModeQueue && cfg.LeaderElect {
 		// Only lifeboat's Lease is read and renewed; creating cannot be
 		// limited to a name.
@@ -152,6 +157,9 @@ func extraAccess(cfg config.Config) string {
 	s := ""
 	if cfg.ForceDeleteAtDeadline {
 		s += ", pods delete"
+	}
+	if cfg.Mode == config.ModeQueue && cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
+		s += ", volumeattachments list/watch"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.LeaderElect {
 		s += ", create leases and get/update lease " + cfg.LeaseName + " in " + cfg.LeaseNamespace

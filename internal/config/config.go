@@ -56,6 +56,10 @@ type Config struct {
 	UnknownInstance   UnknownPolicy
 	PrivateDNSLookup  bool
 	ManagedASGs       []string
+	// NodeSelector and KarpenterNodes scope the nodes lifeboat acts on
+	// (NodeScope).
+	NodeSelector   string
+	KarpenterNodes KarpenterNodes
 
 	// IMDS mode.
 	IMDSEndpoint    string
@@ -76,6 +80,9 @@ type Config struct {
 	LifecycleTimeoutResult lifecycle.Result
 	LaunchReadyTimeout     time.Duration
 	LaunchTimeoutResult    lifecycle.Result
+	// VolumeDetachTimeout bounds the wait for a node's VolumeAttachments
+	// to go before a terminate action is completed with CONTINUE.
+	VolumeDetachTimeout time.Duration
 
 	// Scale-in protection of nodes running do-not-disrupt pods.
 	ScaleInProtection         bool

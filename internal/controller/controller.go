@@ -117,6 +117,10 @@ type Options struct {
 	// together with the cordon, given the events the plan acts on (IMDS
 	// mode: the reboot-maintenance marker); nil: none.
 	CordonAnnotations func(node string, due []event.Event) map[string]string
+	// VolumeDetachTimeout bounds the wait for a node's VolumeAttachments to
+	// go before its terminate actions are completed with CONTINUE (0: no
+	// wait; Deps.Volumes nil: no wait).
+	VolumeDetachTimeout time.Duration
 }
 
 // Deps are the collaborators of a Controller.
@@ -125,8 +129,9 @@ type Deps struct {
 	Drainer  nodeDrainer
 	ASG      lifecycleAPI // nil: lifecycle actions are not touched
 	Recorder record.EventRecorder
-	Notifier notifier       // nil: no notifications
-	Forecast forecastSource // nil: no drain forecast
+	Notifier notifier          // nil: no notifications
+	Forecast forecastSource    // nil: no drain forecast
+	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes
 	Metrics  *metrics.Metrics
 	Clock    clock.WithTicker
 	Log      *slog.Logger

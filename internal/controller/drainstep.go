@@ -99,6 +99,11 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
 		return o.err
 	}
+	if result == lifecycle.Continue && len(p.Lifecycle) > 0 {
+		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
+			return err
+		}
+	}
 	return c.completeAll(ctx, w, p.Lifecycle, result)
 }
 

@@ -224,19 +224,31 @@ func (in *Intake) release(ctx context.Context, r sqs.Receipt, delay time.Duratio
 }
 
 // Handing a message back for another cluster (--unknown-instance=leave):
-// after handBackFirst, doubling with each receive up to handBackMax. The
-// other cluster's lifeboat gets a Spot notice within seconds, and a message
-// no cluster claims does not loop hot until its retention ends.
+// at once (visibility 0) on the first receive, then after handBackFirst
+// for each further receive up to the handBackFlat-th, then doubling up to
+// handBackMax. Several clusters share a queue, and which consumer gets a
+// message is a lottery each time it becomes visible: a doubling delay from
+// the first hand-back would make the owner pay for every receive its
+// neighbours won (8 s measured with two clusters), while a Spot notice
+// gives two minutes, as long as the default visibility timeout. SQS counts
+// visibility in whole seconds, so 1 s is the shortest delay that lets every
+// consumer's long poll take part. A message no cluster claims settles at
+// one receive every handBackMax until its retention ends: a few cheap
+// requests a minute, never a hot loop.
 const (
-	handBackFirst = 2 * time.Second
-	handBackMax   = 2 * time.Minute
+	handBackFirst = time.Second
+	handBackFlat  = 10
+	handBackMax   = 10 * time.Second
 )
 
 // HandBackDelay is how long a message for another cluster stays hidden
 // after its receiveCount-th receive.
 func HandBackDelay(receiveCount int) time.Duration {
+	if receiveCount <= 1 {
+		return 0
+	}
 	d := handBackFirst
-	for i := 1; i < receiveCount && d < handBackMax; i++ {
+	for i := handBackFlat; i < receiveCount && d < handBackMax; i++ {
 		d *= 2
 	}
 	return min(d, handBackMax)

@@ -233,11 +233,12 @@ func TestUnknownInstancePolicy(t *testing.T) {
 }
 
 // Issue 14 item 7: a message for another cluster's instance is handed back
-// within seconds, not hidden for the whole visibility timeout (by default
-// the whole Spot notice); each further receive doubles the delay.
+// at once, not hidden for the whole visibility timeout (by default the whole
+// Spot notice); the next receives wait 1 s, from the 11th doubling up to
+// 10 s (issue 17: several clusters on one queue).
 func TestForeignMessageHandedBackSoon(t *testing.T) {
 	in, _, src := start(t, Options{UnknownInstance: config.UnknownLeave})
-	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+	for i, want := range []time.Duration{0, time.Second, time.Second, time.Second} {
 		m := msg("foreign", spot(instC))
 		m.ReceiveCount = i + 1
 		in.Handle(context.Background(), m)
@@ -246,7 +247,12 @@ func TestForeignMessageHandedBackSoon(t *testing.T) {
 			t.Errorf("receive %d: handed back after %v, want %v", i+1, delays[i], want)
 		}
 	}
-	if d := HandBackDelay(100); d != handBackMax {
+	for n, want := range map[int]time.Duration{10: time.Second, 11: 2 * time.Second, 12: 4 * time.Second, 13: 8 * time.Second, 14: 10 * time.Second} {
+		if d := HandBackDelay(n); d != want {
+			t.Errorf("HandBackDelay(%d) = %v, want %v", n, d, want)
+		}
+	}
+	if d := HandBackDelay(100); d != handBackMax || handBackMax > 10*time.Second {
 		t.Errorf("HandBackDelay(100) = %v, want the cap %v", d, handBackMax)
 	}
 }
@@ -317,7 +323,7 @@ func TestSettlementDecidesTheMessage(t *testing.T) {
 		{"node work done: deleted", spot(instA), Options{}, controller.Done, 0, true, 0},
 		{"node work failed: back when its visibility ends", spot(instA), Options{}, controller.Failed, 0, false, -1},
 		{"terminate action of a non-node, completed: deleted", terminateAction(instC), Options{Lifecycle: true}, controller.Done, 1, true, 0},
-		{"terminate action of another cluster's group, leave: handed back", terminateAction(instC), Options{Lifecycle: true, UnknownInstance: config.UnknownLeave}, controller.Foreign, 1, false, handBackFirst},
+		{"terminate action of another cluster's group, leave: handed back", terminateAction(instC), Options{Lifecycle: true, UnknownInstance: config.UnknownLeave}, controller.Foreign, 1, false, 0 /* at once on the first receive */},
 		{"terminate action of another cluster's group, delete: deleted", terminateAction(instC), Options{Lifecycle: true, UnknownInstance: config.UnknownDelete}, controller.Foreign, 1, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,9 @@ type Index struct {
 type Options struct {
 	// OnlyNode restricts the watch to one node (IMDS mode: its own).
 	OnlyNode string
+	// LabelSelector restricts the watch to the nodes lifeboat acts on
+	// (config.NodeScope); the others are as absent as another cluster's.
+	LabelSelector string
 	// Resync is the informer resync period (0: none).
 	Resync time.Duration
 }
@@ -49,6 +52,9 @@ func New(client Client, o Options) *Index {
 	tweak := func(lo *metav1.ListOptions) {
 		if o.OnlyNode != "" {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.OnlyNode).String()
+		}
+		if o.LabelSelector != "" {
+			lo.LabelSelector = o.LabelSelector
 		}
 	}
 	lw := &cache.ListWatch{

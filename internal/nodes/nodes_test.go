@@ -1,11 +1,13 @@
 package nodes
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestInstanceID(t *testing.T) {
@@ -47,5 +49,38 @@ func TestStripKeepsWhatLifeboatReads(t *testing.T) {
 	want.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "boot-1"}
 	if d := cmp.Diff(want, obj); d != "" {
 		t.Errorf("strip (-want +got):\n%s", d)
+	}
+}
+
+// Nodes outside the label selector are not in the index (issue 17: a
+// node Karpenter manages, or another lifeboat's, is as absent as another
+// cluster's).
+func TestLabelSelectorScopesTheIndex(t *testing.T) {
+	mk := func(name, id string, labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + id}}
+	}
+	client := fake.NewClientset(
+		mk("ours", "i-0000000000000000a", map[string]string{"cluster": "a"}),
+		mk("karpenter", "i-0000000000000000b", map[string]string{"cluster": "a", "karpenter.sh/nodepool": "default"}),
+		mk("theirs", "i-0000000000000000c", map[string]string{"cluster": "b"}),
+	)
+	x := New(client, Options{LabelSelector: "cluster=a,!karpenter.sh/nodepool"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go x.Run(ctx)
+	if err := x.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := x.ByInstance("i-0000000000000000a"); !ok || n.Name != "ours" {
+		t.Errorf("ByInstance(ours) = %v, %v", n, ok)
+	}
+	for _, id := range []string{"i-0000000000000000b", "i-0000000000000000c"} {
+		if n, ok := x.ByInstance(id); ok {
+			t.Errorf("ByInstance(%s) = %s; want it out of scope", id, n.Name)
+		}
+	}
+	if l := x.List(); len(l) != 1 {
+		t.Errorf("List() has %d nodes, want 1", len(l))
 	}
 }

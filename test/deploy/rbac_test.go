@@ -166,6 +166,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
 		"policy/poddisruptionbudgets list in ClusterRole",
+		"storage.k8s.io/volumeattachments list in ClusterRole",
+		"storage.k8s.io/volumeattachments watch in ClusterRole",
 	}, rbacScenario)
 }
 
@@ -376,6 +378,11 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 		}); err != nil {
 			return err
 		}
+	}
+	// The terminate action waited for node1's volumes (it has none): a
+	// lifeboat that cannot read VolumeAttachments says so on the node.
+	if n, err := nodeEvents(ctx, node1, "VolumeAttachmentsUnknown"); err != nil || n > 0 {
+		return fmt.Errorf("VolumeAttachmentsUnknown events on node1: %d (%v); want none", n, err)
 	}
 	if err := until(20*time.Second, "the queue to be empty", w.queueEmpty); err != nil {
 		return err

@@ -160,6 +160,9 @@ type ScenarioLifeboat struct {
 	Kubeconfig string
 	// Args follow the defaults, so they win.
 	Args []string
+	// Env is added to lifeboat's environment (e.g. aws-node-termination-
+	// handler's variables; the flags above win over them).
+	Env []string
 }
 
 // StartLifeboat starts lifeboat in queue mode on the scenario's queue, in
@@ -189,7 +192,7 @@ func (s *Scenario) StartLifeboat(o ScenarioLifeboat) *Lifeboat {
 		"--eviction-backoff", "500ms",
 		"--log-level", "debug",
 	}, o.Args...)
-	lb, err := StartLifeboat(s.Ctx, LifeboatOptions{Bin: s.o.LifeboatBin, Args: args, Dir: s.T.TempDir()})
+	lb, err := StartLifeboat(s.Ctx, LifeboatOptions{Bin: s.o.LifeboatBin, Args: args, Env: o.Env, Dir: s.T.TempDir()})
 	if err != nil {
 		s.T.Fatal(err)
 	}

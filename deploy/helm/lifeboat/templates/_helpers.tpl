@@ -154,13 +154,16 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "launch-ready-timeout" .Values.launchReadyTimeout) }}
 {{- include "lifeboat.flag" (list "launch-timeout-result" .Values.launchTimeoutResult) }}
 {{- include "lifeboat.flag" (list "scale-in-protection" .Values.scaleInProtection) }}
+{{- include "lifeboat.flag" (list "node-selector" .Values.nodeScope) }}
+{{- include "lifeboat.flag" (list "karpenter-nodes" .Values.karpenterNodes) }}
+{{- include "lifeboat.flag" (list "volume-detach-timeout" .Values.volumeDetachTimeout) }}
 {{- include "lifeboat.flag" (list "leader-elect" .Values.leaderElection.enabled) }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}
 {{- include "lifeboat.flag" (list "lease-duration" .Values.leaderElection.leaseDuration) }}
 {{- end }}
 {{- else }}
-{{- range $k, $v := dict "queueURL" .Values.queueURL "awsEndpoint" .Values.awsEndpoint "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult }}
+{{- range $k, $v := dict "queueURL" .Values.queueURL "awsEndpoint" .Values.awsEndpoint "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult "nodeScope" .Values.nodeScope "karpenterNodes" .Values.karpenterNodes "volumeDetachTimeout" .Values.volumeDetachTimeout }}
 {{- if $v }}
 {{- fail (printf "%s applies only in queue mode (mode is imds)" $k) }}
 {{- end }}
