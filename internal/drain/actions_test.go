@@ -60,13 +60,13 @@ func TestNodeActions(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t, time.Minute)
 	tests := []struct {
-		name        string
-		acts        drain.Actions
-		adminLabel  bool // the operator labelled the node first
-		wantEffect  corev1.TaintEffect
-		wantLabel   string // "" : no label while cordoned
-		wantOOS     bool
-		keptLabel   bool // the label stays after Uncordon
+		name       string
+		acts       drain.Actions
+		adminLabel bool // the operator labelled the node first
+		wantEffect corev1.TaintEffect
+		wantLabel  string // "" : no label while cordoned
+		wantOOS    bool
+		keptLabel  bool // the label stays after Uncordon
 	}{
 		{name: "defaults", wantEffect: corev1.TaintEffectNoSchedule},
 		{name: "NoExecute and excluded from load balancers", acts: drain.Actions{TaintEffect: corev1.TaintEffectNoExecute, ExcludeFromLB: true},
