@@ -69,6 +69,13 @@ type Config struct {
 	ForceDeleteAtDeadline bool
 	DeadlineMargin        time.Duration
 	EvictionBackoff       time.Duration
+	// Node actions (aws-node-termination-handler's options; see
+	// docs/configuration.md).
+	PodGracePeriod    time.Duration
+	NodeGracePeriod   time.Duration
+	TaintEffect       string
+	ExcludeFromLB     bool
+	OutOfServiceTaint bool
 
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool

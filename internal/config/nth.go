@@ -99,6 +99,12 @@ var nthAliases = []nthAlias{
 			}
 			return v, true, nil
 		}},
+	{env: "POD_TERMINATION_GRACE_PERIOD", flag: "pod-grace-period", note: "seconds; `-1` → the pod's own (default), `0` → `1s`", value: nthPodGrace},
+	{env: "GRACE_PERIOD", flag: "pod-grace-period", note: "NTH's older name of POD_TERMINATION_GRACE_PERIOD", value: nthPodGrace},
+	{env: "NODE_TERMINATION_GRACE_PERIOD", flag: "node-grace-period", note: "seconds; `0` or `-1` → no cap but AWS's deadline; NTH's default 120 applies only when set", value: nthSeconds(true)},
+	{env: "TAINT_EFFECT", flag: "taint-effect", value: same},
+	{env: "EXCLUDE_FROM_LOAD_BALANCERS", flag: "exclude-from-load-balancers", value: nthBoolFlag},
+	{env: "ENABLE_OUT_OF_SERVICE_TAINT", flag: "out-of-service-taint", value: nthBoolFlag},
 	{env: "INSTANCE_METADATA_URL", flag: "imds-endpoint", value: same},
 	{env: "JSON_LOGGING", flag: "log-format", note: "`true` → `json`, `false` → `text`",
 		value: func(v string) (string, bool, error) {
@@ -129,10 +135,6 @@ var nthIgnored = []struct{ env, why string }{
 	{"ENABLE_REBALANCE_MONITORING", "lifeboat always cordons on a rebalance recommendation"},
 	{"ENABLE_ASG_LIFECYCLE_DRAINING", "lifeboat always handles lifecycle actions; choose what drains with --drain-on"},
 	{"TAINT_NODE", "lifeboat always taints the nodes it cordons (lifeboat.io/<kind>)"},
-	{"TAINT_EFFECT", "lifeboat's taints are always NoSchedule"},
-	{"POD_TERMINATION_GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
-	{"GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
-	{"NODE_TERMINATION_GRACE_PERIOD", "lifeboat drains against AWS's real deadline (--deadline-margin keeps a reserve)"},
 	{"IGNORE_DAEMON_SETS", "lifeboat never evicts DaemonSet pods"},
 	{"DELETE_LOCAL_DATA", "lifeboat evicts pods with emptyDir volumes (their data goes with the instance anyway)"},
 	{"METADATA_TRIES", "lifeboat polls instance metadata continuously (--imds-poll-interval)"},
@@ -149,7 +151,6 @@ var nthIgnored = []struct{ env, why string }{
 	{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "lifeboat's Events carry no extra annotations"},
 	{"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "lifeboat completes a terminate action when the node is drained, never on a timer"},
 	{"HEARTBEAT_UNTIL", "lifeboat heartbeats until the drain ends or the hook's global timeout"},
-	{"EXCLUDE_FROM_LOAD_BALANCERS", "not supported"},
 	{"LOG_FORMAT_VERSION", "lifeboat's log format is --log-format json or text"},
 	{"USE_APISERVER_CACHE", "lifeboat always uses an informer cache for nodes"},
 }

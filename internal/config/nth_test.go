@@ -176,11 +176,11 @@ func TestNTHAliases(t *testing.T) {
 		},
 		{
 			name:  "NTH variables without an equivalent are reported, AWS_REGION is not",
-			env:   map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "AWS_REGION": "us-east-1", "TAINT_NODE": "true", "POD_TERMINATION_GRACE_PERIOD": "-1"},
+			env:   map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "AWS_REGION": "us-east-1", "TAINT_NODE": "true", "IGNORE_DAEMON_SETS": "true"},
 			check: func(t *testing.T, c Config) {},
 			warnings: []string{"NAMESPACE is", "QUEUE_URL is",
 				"TAINT_NODE (an aws-node-termination-handler variable) has no effect: lifeboat always taints",
-				"POD_TERMINATION_GRACE_PERIOD (an aws-node-termination-handler variable) has no effect"},
+				"IGNORE_DAEMON_SETS (an aws-node-termination-handler variable) has no effect"},
 		},
 		{
 			name:     "no NTH variable, no warning",

@@ -1,0 +1,69 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// taintEffects are the effects --taint-effect accepts (Kubernetes' own).
+var taintEffects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
+
+// validateNodeActions checks the node action options.
+func (c *Config) validateNodeActions() []error {
+	var errs []error
+	if !slices.Contains(taintEffects, c.TaintEffect) {
+		errs = append(errs, fmt.Errorf("--taint-effect %q: must be %s", c.TaintEffect, strings.Join(taintEffects, ", ")))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"pod-grace-period", c.PodGracePeriod}, {"node-grace-period", c.NodeGracePeriod}} {
+		// -1 is NTH's "the pod's own" / "none": accepted as 0.
+		if d.v < 0 && d.v != -time.Second {
+			errs = append(errs, fmt.Errorf("--%s %s: must be ≥ 0 (0: off)", d.flag, d.v))
+		}
+	}
+	if c.PodGracePeriod > 0 && c.PodGracePeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--pod-grace-period %s: must be 0 (the pod's own) or at least 1s", c.PodGracePeriod))
+	}
+	return errs
+}
+
+// nthSeconds converts NTH's whole seconds to a duration flag value; a
+// negative number (NTH's -1, "not set") keeps lifeboat's default, and so
+// does 0 when zeroIsDefault.
+func nthSeconds(zeroIsDefault bool) func(v string) (string, bool, error) {
+	return func(v string) (string, bool, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return "", false, fmt.Errorf("%q is not a whole number of seconds", v)
+		}
+		if n < 0 || (n == 0 && zeroIsDefault) {
+			return "", false, nil
+		}
+		return (time.Duration(n) * time.Second).String(), true, nil
+	}
+}
+
+// nthPodGrace converts NTH's POD_TERMINATION_GRACE_PERIOD: -1 is the pod's
+// own; 0 becomes 1s, because lifeboat never asks for 0 (the API server
+// would remove the pod object while its containers still run).
+func nthPodGrace(v string) (string, bool, error) {
+	fv, ok, err := nthSeconds(false)(v)
+	if ok && fv == "0s" {
+		fv = "1s"
+	}
+	return fv, ok, err
+}
+
+// nthBoolFlag passes an NTH boolean through as the flag's value.
+func nthBoolFlag(v string) (string, bool, error) {
+	b, err := nthBool(v)
+	if err != nil {
+		return "", false, err
+	}
+	return strconv.FormatBool(b), true, nil
+}
