@@ -49,6 +49,8 @@ type harness struct {
 type harnessOptions struct {
 	// flags are extra lifeboat flags.
 	flags []string
+	// env is added to lifeboat's environment (NTH-style variables).
+	env []string
 	// noLifeboat runs the scenario without lifeboat (the "before" pictures).
 	noLifeboat bool
 }
@@ -62,7 +64,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		GroupMaxSize: 10, JoinTimeout: 30 * time.Second, Join: h.join,
 	})
 	if !o.noLifeboat {
-		h.StartLifeboat(testenv.ScenarioLifeboat{Args: o.flags})
+		h.StartLifeboat(testenv.ScenarioLifeboat{Args: o.flags, Env: o.env})
 	}
 	return h
 }

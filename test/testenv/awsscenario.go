@@ -160,6 +160,8 @@ type ScenarioLifeboat struct {
 	Kubeconfig string
 	// Args follow the defaults, so they win.
 	Args []string
+	// Env is added to lifeboat's environment (NTH-style variables).
+	Env []string
 }
 
 // StartLifeboat starts lifeboat in queue mode on the scenario's queue, in
@@ -189,7 +191,7 @@ func (s *Scenario) StartLifeboat(o ScenarioLifeboat) *Lifeboat {
 		"--eviction-backoff", "500ms",
 		"--log-level", "debug",
 	}, o.Args...)
-	lb, err := StartLifeboat(s.Ctx, LifeboatOptions{Bin: s.o.LifeboatBin, Args: args, Dir: s.T.TempDir()})
+	lb, err := StartLifeboat(s.Ctx, LifeboatOptions{Bin: s.o.LifeboatBin, Args: args, Env: o.Env, Dir: s.T.TempDir()})
 	if err != nil {
 		s.T.Fatal(err)
 	}
