@@ -67,6 +67,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay,
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	if cfg.PrivateDNSLookup {

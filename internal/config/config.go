@@ -80,6 +80,8 @@ type Config struct {
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool
 	HeartbeatInterval      time.Duration
+	HeartbeatUntil         time.Duration
+	CompleteLifecycleDelay time.Duration
 	LifecycleTimeoutResult lifecycle.Result
 	LaunchReadyTimeout     time.Duration
 	LaunchTimeoutResult    lifecycle.Result

@@ -107,3 +107,34 @@ func TestNodeActionErrors(t *testing.T) {
 		})
 	}
 }
+
+// NTH's lifecycle timing variables: seconds, -1 for "not set".
+func TestNTHLifecycleTiming(t *testing.T) {
+	tests := []struct {
+		name                   string
+		env                    map[string]string
+		interval, until, delay time.Duration
+	}{
+		{name: "defaults"},
+		{name: "set", env: map[string]string{"HEARTBEAT_INTERVAL": "30", "HEARTBEAT_UNTIL": "600", "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS": "20"},
+			interval: 30 * time.Second, until: 10 * time.Minute, delay: 20 * time.Second},
+		{name: "NTH's -1 everywhere", env: map[string]string{"HEARTBEAT_INTERVAL": "-1", "HEARTBEAT_UNTIL": "-1", "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS": "-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{"LIFEBOAT_QUEUE_URL": testQueue, "LIFEBOAT_POD_NAMESPACE": "ns"}
+			maps.Copy(e, tt.env)
+			c, err := Load(nil, env(e))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			got := []time.Duration{c.HeartbeatInterval, c.HeartbeatUntil, c.CompleteLifecycleDelay}
+			if d := cmp.Diff([]time.Duration{tt.interval, tt.until, tt.delay}, got); d != "" {
+				t.Errorf("interval, until, delay (-want +got):\n%s", d)
+			}
+		})
+	}
+	if _, err := Load([]string{"--mode=imds", "--node-name=n", "--heartbeat-until=1m"}, env(nil)); err == nil || !strings.Contains(err.Error(), "--heartbeat-until is not supported in imds mode") {
+		t.Errorf("--heartbeat-until in imds mode: %v, want refused", err)
+	}
+}

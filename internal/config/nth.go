@@ -88,10 +88,13 @@ var nthAliases = []nthAlias{
 			}
 			return o.def + "," + string(event.RebalanceRecommendation), true, nil
 		}},
-	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`)",
+	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`); `-1` → automatic",
 		value: func(v string) (string, bool, error) {
 			v = strings.TrimSpace(v)
 			if n, err := strconv.Atoi(v); err == nil {
+				if n < 0 {
+					return "", false, nil // NTH's -1: not set
+				}
 				return (time.Duration(n) * time.Second).String(), true, nil
 			}
 			if _, err := time.ParseDuration(v); err != nil {
@@ -105,6 +108,8 @@ var nthAliases = []nthAlias{
 	{env: "TAINT_EFFECT", flag: "taint-effect", value: same},
 	{env: "EXCLUDE_FROM_LOAD_BALANCERS", flag: "exclude-from-load-balancers", value: nthBoolFlag},
 	{env: "ENABLE_OUT_OF_SERVICE_TAINT", flag: "out-of-service-taint", value: nthBoolFlag},
+	{env: "HEARTBEAT_UNTIL", flag: "heartbeat-until", note: "seconds; `-1` → until the drain ends or the hook's global timeout", value: nthSeconds(true)},
+	{env: "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", flag: "complete-lifecycle-action-delay", note: "seconds; `-1` → none", value: nthSeconds(true)},
 	{env: "INSTANCE_METADATA_URL", flag: "imds-endpoint", value: same},
 	{env: "JSON_LOGGING", flag: "log-format", note: "`true` → `json`, `false` → `text`",
 		value: func(v string) (string, bool, error) {
@@ -149,8 +154,6 @@ var nthIgnored = []struct{ env, why string }{
 	{"WEBHOOK_PROXY", "lifeboat's webhooks are configured differently"},
 	{"EMIT_KUBERNETES_EVENTS", "lifeboat always records Kubernetes Events on the node"},
 	{"KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", "lifeboat's Events carry no extra annotations"},
-	{"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "lifeboat completes a terminate action when the node is drained, never on a timer"},
-	{"HEARTBEAT_UNTIL", "lifeboat heartbeats until the drain ends or the hook's global timeout"},
 	{"LOG_FORMAT_VERSION", "lifeboat's log format is --log-format json or text"},
 	{"USE_APISERVER_CACHE", "lifeboat always uses an informer cache for nodes"},
 }

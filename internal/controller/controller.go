@@ -113,6 +113,12 @@ type Options struct {
 	LaunchTimeoutResult    lifecycle.Result
 	// RetryBackoff is the first delay before a failed node step is retried.
 	RetryBackoff time.Duration
+	// CompleteLifecycleDelay is waited after a drain before its terminate
+	// actions are completed (0: none).
+	CompleteLifecycleDelay time.Duration
+	// HeartbeatUntil caps the heartbeats of a terminate action, counted
+	// from the action's start (0: until the hook's global timeout).
+	HeartbeatUntil time.Duration
 	// CordonAnnotations, if set, returns annotations to set on the node
 	// together with the cordon, given the events the plan acts on (IMDS
 	// mode: the reboot-maintenance marker); nil: none.

@@ -96,6 +96,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
 		return o.err
 	}
+	if err := c.delayCompletion(ctx, w, p); err != nil {
+		return err
+	}
 	return c.completeAll(ctx, w, p.Lifecycle, result)
 }
 
