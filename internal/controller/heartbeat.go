@@ -53,9 +53,14 @@ func (b *beat) deadline(started time.Time) (time.Time, bool) {
 	}
 	d := started.Add(b.hook.GlobalTimeout)
 	if !b.until.IsZero() {
-		// The last heartbeat is sent before until: the action times out
-		// one heartbeat timeout later at the latest.
-		if capped := b.until.Add(b.hook.HeartbeatTimeout); capped.Before(d) {
+		// The last heartbeat is sent at most one interval before until
+		// (or was, at lastOK): the action times out one heartbeat timeout
+		// after it. Both bounds are no later than the real timeout.
+		capped := b.until.Add(b.hook.HeartbeatTimeout - b.interval.Get())
+		if last := b.lastOK.Add(b.hook.HeartbeatTimeout); last.After(capped) {
+			capped = last
+		}
+		if capped.Before(d) {
 			d = capped
 		}
 	}

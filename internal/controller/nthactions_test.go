@@ -74,17 +74,20 @@ func TestHeartbeatUntil(t *testing.T) {
 		t.Errorf("heartbeats until %v, want %v (the action's start + 10m)", got, want)
 	}
 	tests := []struct {
-		name  string
-		until time.Time
-		want  time.Time
+		name   string
+		until  time.Time
+		lastOK time.Time
+		want   time.Time
 	}{
-		{"no cap: the global timeout", time.Time{}, actionStart.Add(48 * time.Hour)},
-		{"capped: last heartbeat + heartbeat timeout", actionStart.Add(10 * time.Minute), actionStart.Add(15 * time.Minute)},
-		{"cap past the global timeout", actionStart.Add(48 * time.Hour), actionStart.Add(48 * time.Hour)},
+		// Heartbeats every minute, heartbeat timeout 5 minutes.
+		{"no cap: the global timeout", time.Time{}, actionStart, actionStart.Add(48 * time.Hour)},
+		{"capped: the last heartbeat (up to a minute before the cap) + heartbeat timeout", actionStart.Add(10 * time.Minute), actionStart, actionStart.Add(14 * time.Minute)},
+		{"the last heartbeat is known", actionStart.Add(10 * time.Minute), actionStart.Add(9*time.Minute + 30*time.Second), actionStart.Add(14*time.Minute + 30*time.Second)},
+		{"cap past the global timeout", actionStart.Add(48 * time.Hour), actionStart, actionStart.Add(48 * time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &beat{hook: lc.hook, known: true, lastOK: actionStart, until: tt.until}
+			b := &beat{hook: lc.hook, known: true, lastOK: tt.lastOK, until: tt.until, interval: lifecycle.NewInterval(time.Minute)}
 			if got, ok := b.deadline(actionStart); !ok || !got.Equal(tt.want) {
 				t.Errorf("deadline = %v, %v; want %v", got, ok, tt.want)
 			}
