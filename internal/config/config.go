@@ -56,6 +56,7 @@ type Config struct {
 	UnknownInstance   UnknownPolicy
 	PrivateDNSLookup  bool
 	ManagedASGs       []string
+	ManagedTag        string
 
 	// IMDS mode.
 	IMDSEndpoint    string

@@ -67,3 +67,40 @@ func nthBoolFlag(v string) (string, bool, error) {
 	}
 	return strconv.FormatBool(b), true, nil
 }
+
+// nthManagedTag is NTH's default MANAGED_TAG.
+const nthManagedTag = "aws-node-termination-handler/managed"
+
+// applyNTHManagedTag reads NTH's CHECK_TAG_BEFORE_DRAINING and MANAGED_TAG
+// together (neither means anything alone): the check is on unless
+// CHECK_TAG_BEFORE_DRAINING=false, and the tag is MANAGED_TAG or NTH's
+// default. It sets --managed-tag like an alias.
+func applyNTHManagedTag(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string, mode Mode, warnings []string, errs []error) ([]string, []error) {
+	check, tag := getenv("CHECK_TAG_BEFORE_DRAINING"), strings.TrimSpace(getenv("MANAGED_TAG"))
+	if check == "" && tag == "" {
+		return warnings, errs
+	}
+	if check != "" {
+		on, err := nthBool(check)
+		if err != nil {
+			return warnings, append(errs, fmt.Errorf("CHECK_TAG_BEFORE_DRAINING=%q (with MANAGED_TAG, alias of --managed-tag): %w", check, err))
+		}
+		if !on {
+			warnings = append(warnings, "CHECK_TAG_BEFORE_DRAINING=false (a deprecated aws-node-termination-handler variable) keeps lifeboat's default for --managed-tag (every node of this cluster); remove it")
+			if tag != "" {
+				warnings = append(warnings, "MANAGED_TAG (an aws-node-termination-handler variable) has no effect: CHECK_TAG_BEFORE_DRAINING=false")
+			}
+			return warnings, errs
+		}
+	}
+	env, v := "CHECK_TAG_BEFORE_DRAINING", nthManagedTag
+	if tag != "" {
+		env, v = "MANAGED_TAG", tag
+	}
+	a := nthAlias{env: env, flag: "managed-tag", value: same}
+	return applyOne(a, v, setFlag, set, setBy, &mode, warnings, errs)
+}
+
+// nthManagedTagDoc is the row of the alias table for the two variables
+// applyNTHManagedTag reads together.
+const nthManagedTagDoc = "| `CHECK_TAG_BEFORE_DRAINING`, `MANAGED_TAG` | `--managed-tag` | read together: `MANAGED_TAG` (or NTH's default `" + nthManagedTag + "`) unless `CHECK_TAG_BEFORE_DRAINING=false`; NTH checks the tag by default, lifeboat only when either is set |\n"

@@ -138,3 +138,48 @@ func TestNTHLifecycleTiming(t *testing.T) {
 		t.Errorf("--heartbeat-until in imds mode: %v, want refused", err)
 	}
 }
+
+// CHECK_TAG_BEFORE_DRAINING and MANAGED_TAG are read together, with NTH's
+// defaults (check on, tag aws-node-termination-handler/managed).
+func TestNTHManagedTag(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string
+		warning string
+	}{
+		{name: "neither", want: ""},
+		{name: "check on: NTH's default tag", env: map[string]string{"CHECK_TAG_BEFORE_DRAINING": "true"}, want: "aws-node-termination-handler/managed",
+			warning: "CHECK_TAG_BEFORE_DRAINING is a deprecated aws-node-termination-handler variable: read as --managed-tag=aws-node-termination-handler/managed"},
+		{name: "tag alone: NTH checks by default", env: map[string]string{"MANAGED_TAG": "team/nth"}, want: "team/nth", warning: "MANAGED_TAG is a deprecated"},
+		{name: "both", env: map[string]string{"CHECK_TAG_BEFORE_DRAINING": "true", "MANAGED_TAG": "team/nth"}, want: "team/nth"},
+		{name: "check off: no check whatever the tag", env: map[string]string{"CHECK_TAG_BEFORE_DRAINING": "false", "MANAGED_TAG": "team/nth"}, want: "",
+			warning: "MANAGED_TAG (an aws-node-termination-handler variable) has no effect: CHECK_TAG_BEFORE_DRAINING=false"},
+		{name: "the flag wins", args: []string{"--managed-tag=mine"}, env: map[string]string{"MANAGED_TAG": "team/nth"}, want: "mine",
+			warning: "MANAGED_TAG (a deprecated aws-node-termination-handler variable) is ignored: --managed-tag is already set by the command line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{"LIFEBOAT_QUEUE_URL": testQueue, "LIFEBOAT_POD_NAMESPACE": "ns"}
+			maps.Copy(e, tt.env)
+			c, err := Load(tt.args, env(e))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if c.ManagedTag != tt.want {
+				t.Errorf("--managed-tag = %q, want %q", c.ManagedTag, tt.want)
+			}
+			if all := strings.Join(c.Warnings, "\n"); tt.warning != "" && !strings.Contains(all, tt.warning) {
+				t.Errorf("warnings:\n%s\nwant one containing %q", all, tt.warning)
+			}
+		})
+	}
+	if _, err := Load(nil, env(map[string]string{"LIFEBOAT_QUEUE_URL": testQueue, "LIFEBOAT_POD_NAMESPACE": "ns", "CHECK_TAG_BEFORE_DRAINING": "yes"})); err == nil || !strings.Contains(err.Error(), `CHECK_TAG_BEFORE_DRAINING="yes"`) {
+		t.Errorf("unreadable CHECK_TAG_BEFORE_DRAINING: %v, want an error naming it", err)
+	}
+	c, err := Load([]string{"--mode=imds", "--node-name=n"}, env(map[string]string{"MANAGED_TAG": "team/nth"}))
+	if err != nil || c.ManagedTag != "" || !strings.Contains(strings.Join(c.Warnings, "\n"), "does not apply in imds mode") {
+		t.Errorf("MANAGED_TAG in imds mode: %q, %v, %v; want ignored with a warning", c.ManagedTag, err, c.Warnings)
+	}
+}

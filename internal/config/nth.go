@@ -130,10 +130,8 @@ var nthAliases = []nthAlias{
 // meaning. Setting one is not an error (a migrated manifest may keep it),
 // but lifeboat says that it has no effect and why.
 var nthIgnored = []struct{ env, why string }{
-	{"CHECK_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
 	{"CHECK_ASG_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
-	{"MANAGED_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
-	{"MANAGED_ASG_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
+	{"MANAGED_ASG_TAG", "see CHECK_ASG_TAG_BEFORE_DRAINING"},
 	{"USE_PROVIDER_ID", "lifeboat always matches spec.providerID; --private-dns-lookup adds the private DNS name fallback"},
 	{"ENABLE_SPOT_INTERRUPTION_DRAINING", "lifeboat always cordons on a Spot interruption; choose what drains with --drain-on"},
 	{"ENABLE_SCHEDULED_EVENT_DRAINING", "lifeboat always handles scheduled changes; choose what drains with --drain-on"},
@@ -183,6 +181,7 @@ func applyNTH(getenv func(string) string, setFlag func(name, value string) error
 		}
 		warnings, errs = applyOne(a, v, setFlag, set, setBy, &m, warnings, errs)
 	}
+	warnings, errs = applyNTHManagedTag(getenv, setFlag, set, setBy, m, warnings, errs)
 	for _, ig := range nthIgnored {
 		if getenv(ig.env) != "" {
 			warnings = append(warnings, fmt.Sprintf("%s (an aws-node-termination-handler variable) has no effect: %s", ig.env, ig.why))

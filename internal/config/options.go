@@ -128,6 +128,8 @@ var options = []option{
 		bind: boolOpt(func(c *Config) *bool { return &c.PrivateDNSLookup })},
 	{name: "managed-asg", modes: []Mode{ModeQueue}, usage: "Auto Scaling group names whose launch actions this cluster owns (comma-separated), in addition to groups tagged for --cluster-name",
 		bind: funcOpt(func(c *Config, v string) error { c.ManagedASGs = appendList(c.ManagedASGs, v); return nil })},
+	{name: "managed-tag", modes: []Mode{ModeQueue}, usage: "act only on nodes whose EC2 instance carries this tag key (any value); events of other nodes follow --unknown-instance; empty means every node of this cluster",
+		bind: strOpt(func(c *Config) *string { return &c.ManagedTag })},
 	{name: "imds-endpoint", modes: []Mode{ModeIMDS}, usage: "instance metadata endpoint; empty means the SDK default (http://169.254.169.254)",
 		bind: strOpt(func(c *Config) *string { return &c.IMDSEndpoint })},
 	{name: "imds-poll-interval", modes: []Mode{ModeIMDS}, def: "1s", usage: "how often instance metadata is read",
