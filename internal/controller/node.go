@@ -29,7 +29,8 @@ type nodeWork struct {
 	beats      map[string]*beat // heartbeat loops by token
 	reported   map[string]bool  // Event reasons already reported
 	notified   map[notify.Phase]bool
-	gated      bool // counted in c.cordons until its first cordon is done
+	gated      bool     // counted in c.cordons until its first cordon is done
+	pods       []string // pods the drains evicted (namespace/name), for the finished notification
 }
 
 // cordoned releases the node's place in the cordon gate (once).

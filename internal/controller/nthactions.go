@@ -3,11 +3,13 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
@@ -57,4 +59,27 @@ func (c *Controller) heartbeatUntil(a event.LifecycleAction, evs []event.Event) 
 		}
 	}
 	return start.Add(c.o.HeartbeatUntil)
+}
+
+// recordPods adds the pods a drain evicted to the node's work (a drain
+// restarted by new events evicts the rest: the lists add up).
+func (c *Controller) recordPods(w *nodeWork, pods []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range pods {
+		if !slices.Contains(w.pods, p) {
+			w.pods = append(w.pods, p)
+		}
+	}
+}
+
+// evictedPods are the pods a notification of phase names: the evicted
+// ones, once the node is finished.
+func evictedPods(c *Controller, w *nodeWork, phase notify.Phase) []string {
+	if phase != notify.PhaseFinished {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(w.pods)
 }

@@ -1,13 +1,18 @@
 package controller
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
@@ -92,5 +97,40 @@ func TestHeartbeatUntil(t *testing.T) {
 				t.Errorf("deadline = %v, %v; want %v", got, ok, tt.want)
 			}
 		})
+	}
+}
+
+// The pods a drain evicted are named in the Drained Event and in the
+// finished notification (not in the received one).
+func TestEvictedPodsNamed(t *testing.T) {
+	pods := []string{"shop/web-0", "shop/cart-1"}
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{}), pods: pods}
+	close(d.release)
+	n := &recordingNotifier{}
+	rec := record.NewFakeRecorder(100)
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, Deps{Drainer: d, Notifier: n, Recorder: rec},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}})
+	c.Submit("node-a", instA, time.Time{}, events(t, spot(instA)), 1)
+	settled(t, c)
+	var drained string
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.HasPrefix(e, "Normal Drained") {
+			drained = e
+		}
+	}
+	if !strings.Contains(drained, "shop/web-0, shop/cart-1") {
+		t.Errorf("Drained Event %q; want it to name the evicted pods", drained)
+	}
+	waitFor(t, "two notifications", func() bool { return len(n.phases()) == 2 })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.sent {
+		want := []string(nil)
+		if s.Phase == notify.PhaseFinished {
+			want = pods
+		}
+		if !slices.Equal(s.Pods, want) {
+			t.Errorf("%s notification pods %v, want %v", s.Phase, s.Pods, want)
+		}
 	}
 }

@@ -31,7 +31,8 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	if seen || c.Notifier == nil {
 		return
 	}
-	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now()}
+	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Time: c.Clock.Now(),
+		Pods: evictedPods(c, w, phase)}
 	c.Notifier.Notify(n)
 }
 

@@ -1,6 +1,7 @@
 package drain_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -134,4 +135,17 @@ func taintOf(n *corev1.Node, key string) *corev1.Taint {
 		}
 	}
 	return nil
+}
+
+// Result.Pods names the evicted pods (for Events and notifications).
+func TestResultNamesEvictedPods(t *testing.T) {
+	c := newFakeCluster(t, fakePod("web-0", 1), fakePod("cart-1", 1))
+	res, err := c.drain(drain.Options{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(res.Pods)
+	if want := []string{"ns/cart-1", "ns/web-0"}; !slices.Equal(res.Pods, want) || res.Evicted != 2 {
+		t.Errorf("evicted %d, pods %v; want 2, %v", res.Evicted, res.Pods, want)
+	}
 }

@@ -123,6 +123,8 @@ type Progress struct {
 type Result struct {
 	// Evicted counts evictions the API server accepted (and pods found gone).
 	Evicted int
+	// Pods names them (namespace/name), for Events and notifications.
+	Pods []string
 	// GraceCapped counts pods whose grace period was cut to fit the deadline.
 	GraceCapped int
 	// ForceDeleted counts pods deleted at the deadline.
@@ -373,6 +375,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		switch o.kind {
 		case evictAccepted, evictGone:
 			res.Evicted++
+			res.Pods = append(res.Pods, pods[i].Namespace+"/"+pods[i].Name)
 			wait = append(wait, pods[i])
 		case evictDeadline:
 			wait = append(wait, pods[i]) // waitGone applies the deadline's rules

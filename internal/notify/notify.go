@@ -33,6 +33,8 @@ type Notification struct {
 	Action   string    `json:"action,omitempty"`
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Detail is a human sentence about what happened.
-	Detail string    `json:"detail,omitempty"`
-	Time   time.Time `json:"time"`
+	Detail string `json:"detail,omitempty"`
+	// Pods are the pods (namespace/name) the drain evicted (finished phase).
+	Pods []string  `json:"pods,omitempty"`
+	Time time.Time `json:"time"`
 }

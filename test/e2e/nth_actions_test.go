@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"lifeboat.dev/lifeboat/internal/route"
@@ -60,6 +63,20 @@ func TestNTHNodeActions(t *testing.T) {
 	h.Eventually(10*time.Second, "the out-of-service taint on the drained node", func() bool {
 		n := h.Node(free)
 		return taintEffect(n, "node.kubernetes.io/out-of-service") == corev1.TaintEffectNoExecute && n.Annotations["lifeboat.io/drained"] != ""
+	})
+	// The Drained Event names the evicted pod.
+	h.Eventually(10*time.Second, "a Drained Event naming the evicted pod", func() bool {
+		list, err := kube.Client.CoreV1().Events(metav1.NamespaceDefault).List(h.Ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": free, "reason": "Drained"}.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if strings.Contains(e.Message, ns+"/"+slow.Name) {
+				return true
+			}
+		}
+		return false
 	})
 	// The PDB blocks the other drain: NODE_TERMINATION_GRACE_PERIOD (10 s)
 	// ends it, not AWS's deadline two minutes away.
