@@ -68,7 +68,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
-		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay,
+		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay, RebalanceCordonExpiry: cfg.RebalanceCordonExpiry,
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })

@@ -179,7 +179,7 @@ func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) {
 	a.ready.leader.Bool.Store(true)
 	o := imdsflow.Options{
 		NodeName: a.cfg.NodeName, Endpoint: a.cfg.IMDSEndpoint, AllowV1: a.cfg.IMDSAllowV1, Poll: a.cfg.IMDSPoll,
-		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin,
+		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin, RebalanceCordonExpiry: a.cfg.RebalanceCordonExpiry,
 		OnPoll: a.ready.source.Store,
 	}
 	g.Go(func() error { return imdsflow.Run(ctx, o, deps, drainer) })

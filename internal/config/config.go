@@ -72,11 +72,12 @@ type Config struct {
 	EvictionBackoff       time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
-	PodGracePeriod    time.Duration
-	NodeGracePeriod   time.Duration
-	TaintEffect       string
-	ExcludeFromLB     bool
-	OutOfServiceTaint bool
+	PodGracePeriod        time.Duration
+	RebalanceCordonExpiry time.Duration
+	NodeGracePeriod       time.Duration
+	TaintEffect           string
+	ExcludeFromLB         bool
+	OutOfServiceTaint     bool
 
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool

@@ -20,7 +20,7 @@ func (c *Config) validateNodeActions() []error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"pod-grace-period", c.PodGracePeriod}, {"node-grace-period", c.NodeGracePeriod}, {"heartbeat-until", c.HeartbeatUntil}, {"complete-lifecycle-action-delay", c.CompleteLifecycleDelay}} {
+	}{{"pod-grace-period", c.PodGracePeriod}, {"node-grace-period", c.NodeGracePeriod}, {"heartbeat-until", c.HeartbeatUntil}, {"complete-lifecycle-action-delay", c.CompleteLifecycleDelay}, {"rebalance-cordon-expiry", c.RebalanceCordonExpiry}} {
 		// -1 is NTH's "the pod's own" / "none": accepted as 0.
 		if d.v < 0 && d.v != -time.Second {
 			errs = append(errs, fmt.Errorf("--%s %s: must be ≥ 0 (0: off)", d.flag, d.v))

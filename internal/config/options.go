@@ -146,6 +146,8 @@ var options = []option{
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.EvictionBackoff })},
+	{name: "rebalance-cordon-expiry", def: "0s", usage: "uncordon a node cordoned for a rebalance recommendation (and remove lifeboat's taint) this long after, unless an interruption or termination followed; kept on the node across restarts; 0 means never",
+		bind: durOpt(func(c *Config) *time.Duration { return &c.RebalanceCordonExpiry })},
 	{name: "pod-grace-period", def: "0s", usage: "grace period of every eviction instead of the pod's own terminationGracePeriodSeconds; 0 means the pod's own; AWS's deadline still cuts it",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.PodGracePeriod })},
 	{name: "node-grace-period", def: "0s", usage: "cap on a whole drain, counted from its start: the drain's deadline is the earlier of AWS's and this; 0 means AWS's deadline only",

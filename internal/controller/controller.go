@@ -116,6 +116,10 @@ type Options struct {
 	// CompleteLifecycleDelay is waited after a drain before its terminate
 	// actions are completed (0: none).
 	CompleteLifecycleDelay time.Duration
+	// RebalanceCordonExpiry, if positive, uncordons a node cordoned for a
+	// rebalance recommendation that long after, unless an interruption
+	// followed.
+	RebalanceCordonExpiry time.Duration
 	// HeartbeatUntil caps the heartbeats of a terminate action, counted
 	// from the action's start (0: until the hook's global timeout).
 	HeartbeatUntil time.Duration
@@ -179,6 +183,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.resume()
+	c.resumeExpiries()
 	close(c.started)
 	<-ctx.Done()
 	c.wg.Wait()
