@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -20,7 +26,9 @@ import (
 // the taint effect, the load balancer label and the out-of-service taint
 // after a drain.
 func TestNTHNodeActions(t *testing.T) {
-	h := newHarness(t, harnessOptions{env: []string{
+	hook := newNotificationSink(t)
+	h := newHarness(t, harnessOptions{flags: []string{"--webhook-template", "json"}, env: []string{
+		"LIFEBOAT_WEBHOOK_URL=" + hook.url,
 		"POD_TERMINATION_GRACE_PERIOD=3",
 		"NODE_TERMINATION_GRACE_PERIOD=10",
 		"TAINT_EFFECT=PreferNoSchedule",
@@ -78,6 +86,10 @@ func TestNTHNodeActions(t *testing.T) {
 		}
 		return false
 	})
+	// So does the finished webhook notification.
+	h.Eventually(10*time.Second, "a finished notification naming the evicted pod", func() bool {
+		return hook.finishedWith(free, ns+"/"+slow.Name)
+	})
 	// The PDB blocks the other drain: NODE_TERMINATION_GRACE_PERIOD (10 s)
 	// ends it, not AWS's deadline two minutes away.
 	h.Eventually(25*time.Second, "DeadlinePassed on the blocked node at the node grace period", func() bool { return h.NodeEvents(blocked, "DeadlinePassed") >= 1 })
@@ -102,4 +114,41 @@ func taintEffect(n *corev1.Node, key string) corev1.TaintEffect {
 		}
 	}
 	return ""
+}
+
+// notificationSink receives lifeboat's webhook notifications (json
+// template: the notification itself).
+type notificationSink struct {
+	url  string
+	mu   sync.Mutex
+	sent []notify.Notification
+}
+
+func newNotificationSink(t *testing.T) *notificationSink {
+	s := &notificationSink{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n notify.Notification
+		if err := json.NewDecoder(r.Body).Decode(&n); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.sent = append(s.sent, n)
+		s.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	return s
+}
+
+// finishedWith reports whether a finished notification of node names pod.
+func (s *notificationSink) finishedWith(node, pod string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.sent {
+		if n.Phase == notify.PhaseFinished && n.Node == node && slices.Contains(n.Pods, pod) {
+			return true
+		}
+	}
+	return false
 }
