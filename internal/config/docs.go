@@ -41,7 +41,7 @@ func Markdown() string {
 		}
 		fmt.Fprintf(&b, "| `%s` | `--%s` | %s |\n", a.env, a.flag, note)
 	}
-	b.WriteString(nthManagedTagDoc)
+	b.WriteString(nthManagedTagDoc + nthTaintEffectDoc)
 	b.WriteString("\nThese NTH variables have no equivalent of the same meaning; lifeboat logs a warning that they have no effect:\n\n")
 	b.WriteString("| NTH variable | why |\n|---|---|\n")
 	for _, ig := range nthIgnored {

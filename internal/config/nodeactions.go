@@ -104,3 +104,30 @@ func applyNTHManagedTag(getenv func(string) string, setFlag func(name, value str
 // nthManagedTagDoc is the row of the alias table for the two variables
 // applyNTHManagedTag reads together.
 const nthManagedTagDoc = "| `CHECK_TAG_BEFORE_DRAINING`, `MANAGED_TAG` | `--managed-tag` | read together: `MANAGED_TAG` (or NTH's default `" + nthManagedTag + "`) unless `CHECK_TAG_BEFORE_DRAINING=false`; NTH checks the tag by default, lifeboat only when either is set |\n"
+
+// applyNTHTaintEffect reads NTH's TAINT_EFFECT, which NTH applies only
+// with TAINT_NODE=true (its default is false: no taint at all). lifeboat
+// always taints; it takes the effect only when NTH would have used it, so
+// that a NoExecute left in a manifest that never tainted does not start
+// deleting pods past their PodDisruptionBudgets.
+func applyNTHTaintEffect(getenv func(string) string, setFlag func(name, value string) error, set map[string]bool, setBy map[string]string, mode Mode, warnings []string, errs []error) ([]string, []error) {
+	effect := strings.TrimSpace(getenv("TAINT_EFFECT"))
+	if effect == "" {
+		return warnings, errs
+	}
+	on := false
+	if v := getenv("TAINT_NODE"); v != "" {
+		b, err := nthBool(v)
+		if err != nil {
+			return warnings, append(errs, fmt.Errorf("TAINT_NODE=%q (with TAINT_EFFECT, alias of --taint-effect): %w", v, err))
+		}
+		on = b
+	}
+	if !on {
+		return append(warnings, "TAINT_EFFECT (an aws-node-termination-handler variable) has no effect without TAINT_NODE=true, as in NTH: lifeboat's taints keep --taint-effect's default, NoSchedule"), errs
+	}
+	return applyOne(nthAlias{env: "TAINT_EFFECT", flag: "taint-effect", value: same}, effect, setFlag, set, setBy, &mode, warnings, errs)
+}
+
+// nthTaintEffectDoc is the row of the alias table for TAINT_EFFECT.
+const nthTaintEffectDoc = "| `TAINT_EFFECT` | `--taint-effect` | only with `TAINT_NODE=true`, as NTH applies it (without it NTH set no taint, and lifeboat keeps `NoSchedule`) |\n"

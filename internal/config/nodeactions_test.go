@@ -37,7 +37,7 @@ func TestNodeActionOptions(t *testing.T) {
 		{name: "defaults", want: defaults},
 		{name: "flags", args: []string{"--pod-grace-period=20s", "--node-grace-period=2m", "--taint-effect=NoExecute", "--exclude-from-load-balancers", "--out-of-service-taint"},
 			want: nodeActions{20 * time.Second, 2 * time.Minute, "NoExecute", true, true}},
-		{name: "NTH variables", env: map[string]string{"POD_TERMINATION_GRACE_PERIOD": "20", "NODE_TERMINATION_GRACE_PERIOD": "120", "TAINT_EFFECT": "PreferNoSchedule",
+		{name: "NTH variables", env: map[string]string{"POD_TERMINATION_GRACE_PERIOD": "20", "NODE_TERMINATION_GRACE_PERIOD": "120", "TAINT_NODE": "true", "TAINT_EFFECT": "PreferNoSchedule",
 			"EXCLUDE_FROM_LOAD_BALANCERS": "true", "ENABLE_OUT_OF_SERVICE_TAINT": "true"},
 			want:    nodeActions{20 * time.Second, 2 * time.Minute, "PreferNoSchedule", true, true},
 			warning: "POD_TERMINATION_GRACE_PERIOD is a deprecated aws-node-termination-handler variable: read as --pod-grace-period=20s"},
@@ -51,9 +51,12 @@ func TestNodeActionOptions(t *testing.T) {
 			want: nodeActions{PodGrace: time.Second, TaintEffect: "NoSchedule"}},
 		{name: "node grace 0 is no cap", env: map[string]string{"NODE_TERMINATION_GRACE_PERIOD": "0"}, want: defaults},
 		{name: "false booleans", env: map[string]string{"EXCLUDE_FROM_LOAD_BALANCERS": "false", "ENABLE_OUT_OF_SERVICE_TAINT": "false"}, want: defaults},
-		{name: "the flag wins", args: []string{"--taint-effect=NoSchedule"}, env: map[string]string{"TAINT_EFFECT": "NoExecute"},
+		{name: "TAINT_EFFECT without TAINT_NODE: no effect, as in NTH", env: map[string]string{"TAINT_EFFECT": "NoExecute"},
+			want: defaults, warning: "TAINT_EFFECT (an aws-node-termination-handler variable) has no effect without TAINT_NODE=true"},
+		{name: "TAINT_EFFECT with TAINT_NODE=false", env: map[string]string{"TAINT_NODE": "false", "TAINT_EFFECT": "NoExecute"}, want: defaults},
+		{name: "the flag wins", args: []string{"--taint-effect=NoSchedule"}, env: map[string]string{"TAINT_NODE": "true", "TAINT_EFFECT": "NoExecute"},
 			want: defaults, warning: "TAINT_EFFECT (a deprecated aws-node-termination-handler variable) is ignored: --taint-effect is already set by the command line"},
-		{name: "IMDS mode too", args: []string{"--mode=imds", "--node-name=n1"}, env: map[string]string{"TAINT_EFFECT": "NoExecute", "POD_TERMINATION_GRACE_PERIOD": "5"},
+		{name: "IMDS mode too", args: []string{"--mode=imds", "--node-name=n1"}, env: map[string]string{"TAINT_NODE": "true", "TAINT_EFFECT": "NoExecute", "POD_TERMINATION_GRACE_PERIOD": "5"},
 			want: nodeActions{PodGrace: 5 * time.Second, TaintEffect: "NoExecute"}},
 	}
 	for _, tt := range tests {
@@ -88,7 +91,8 @@ func TestNodeActionErrors(t *testing.T) {
 		want string
 	}{
 		{name: "unknown taint effect", args: []string{"--taint-effect=NoRun"}, want: `--taint-effect "NoRun": must be NoSchedule, PreferNoSchedule, NoExecute`},
-		{name: "unknown NTH taint effect", env: map[string]string{"TAINT_EFFECT": "noschedule"}, want: `--taint-effect "noschedule"`},
+		{name: "unknown NTH taint effect", env: map[string]string{"TAINT_NODE": "true", "TAINT_EFFECT": "noschedule"}, want: `--taint-effect "noschedule"`},
+		{name: "unreadable TAINT_NODE", env: map[string]string{"TAINT_NODE": "yes", "TAINT_EFFECT": "NoExecute"}, want: `TAINT_NODE="yes"`},
 		{name: "negative grace", args: []string{"--pod-grace-period=-5s"}, want: "--pod-grace-period -5s: must be ≥ 0"},
 		{name: "sub-second grace", args: []string{"--pod-grace-period=500ms"}, want: "--pod-grace-period 500ms: must be 0 (the pod's own) or at least 1s"},
 		{name: "NTH seconds not a number", env: map[string]string{"NODE_TERMINATION_GRACE_PERIOD": "2m"}, want: `NODE_TERMINATION_GRACE_PERIOD="2m" (alias of --node-grace-period): "2m" is not a whole number of seconds`},

@@ -105,7 +105,6 @@ var nthAliases = []nthAlias{
 	{env: "POD_TERMINATION_GRACE_PERIOD", flag: "pod-grace-period", note: "seconds; `-1` → the pod's own (default), `0` → `1s`", value: nthPodGrace},
 	{env: "GRACE_PERIOD", flag: "pod-grace-period", note: "NTH's older name of POD_TERMINATION_GRACE_PERIOD", value: nthPodGrace},
 	{env: "NODE_TERMINATION_GRACE_PERIOD", flag: "node-grace-period", note: "seconds; `0` or `-1` → no cap but AWS's deadline; NTH's default 120 applies only when set", value: nthSeconds(true)},
-	{env: "TAINT_EFFECT", flag: "taint-effect", value: same},
 	{env: "EXCLUDE_FROM_LOAD_BALANCERS", flag: "exclude-from-load-balancers", value: nthBoolFlag},
 	{env: "ENABLE_OUT_OF_SERVICE_TAINT", flag: "out-of-service-taint", value: nthBoolFlag},
 	{env: "HEARTBEAT_UNTIL", flag: "heartbeat-until", note: "seconds; `-1` → until the drain ends or the hook's global timeout", value: nthSeconds(true)},
@@ -182,6 +181,7 @@ func applyNTH(getenv func(string) string, setFlag func(name, value string) error
 		warnings, errs = applyOne(a, v, setFlag, set, setBy, &m, warnings, errs)
 	}
 	warnings, errs = applyNTHManagedTag(getenv, setFlag, set, setBy, m, warnings, errs)
+	warnings, errs = applyNTHTaintEffect(getenv, setFlag, set, setBy, m, warnings, errs)
 	for _, ig := range nthIgnored {
 		if getenv(ig.env) != "" {
 			warnings = append(warnings, fmt.Sprintf("%s (an aws-node-termination-handler variable) has no effect: %s", ig.env, ig.why))
