@@ -16,6 +16,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/ec2tag"
 	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
@@ -73,6 +74,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		Policy: a.policy(), HeartbeatInterval: cfg.HeartbeatInterval,
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
+		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay, RebalanceCordonExpiry: cfg.RebalanceCordonExpiry,
 	}
 	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
 		vols := volumes.New(a.kube.main, 0)
@@ -81,9 +83,12 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		opts.VolumeDetachTimeout = cfg.VolumeDetachTimeout
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
+	ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
 	if cfg.PrivateDNSLookup {
-		ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
 		intakeOpts.Resolve = privateDNSResolver(ec2Client)
+	}
+	if cfg.ManagedTag != "" {
+		intakeOpts.Managed = ec2tag.HasKey(ec2Client, cfg.ManagedTag)
 	}
 	ctrl := controller.New(deps, opts)
 	in := intake.New(index, ctrl, source, a.metrics, a.log, intakeOpts)

@@ -149,6 +149,8 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 	return drain.New(a.kube.main, a.clock, a.log, drain.Options{
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
 		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
+		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
+			ExcludeFromLB: a.cfg.ExcludeFromLB, OutOfService: a.cfg.OutOfServiceTaint},
 	})
 }
 
@@ -183,7 +185,7 @@ func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) {
 	a.ready.leader.Bool.Store(true)
 	o := imdsflow.Options{
 		NodeName: a.cfg.NodeName, Endpoint: a.cfg.IMDSEndpoint, AllowV1: a.cfg.IMDSAllowV1, Poll: a.cfg.IMDSPoll,
-		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin,
+		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin, RebalanceCordonExpiry: a.cfg.RebalanceCordonExpiry,
 		OnPoll: a.ready.source.Store,
 	}
 	g.Go(func() error { return imdsflow.Run(ctx, o, deps, drainer) })

@@ -40,6 +40,7 @@ type stsAPI interface {
 
 type ec2API interface {
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	DescribeTags(context.Context, *ec2.DescribeTagsInput, ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error)
 }
 
 var (
@@ -210,6 +211,15 @@ func (r *run) probePermissions(ctx context.Context) {
 			err = nil
 		}
 		p.record("ec2:DescribeInstances", err)
+	}
+	if r.cfg.ManagedTag != "" && r.c.EC2 != nil {
+		p.need("ec2:DescribeTags", true, "")
+		_, err := r.c.EC2.DescribeTags(ctx, &ec2.DescribeTagsInput{DryRun: aws.Bool(true)})
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "DryRunOperation" {
+			err = nil
+		}
+		p.record("ec2:DescribeTags", err)
 	}
 }
 

@@ -236,6 +236,13 @@ func (f *fakeAWS) DescribeInstances(context.Context, *ec2.DescribeInstancesInput
 	return nil, &smithy.GenericAPIError{Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
 }
 
+func (f *fakeAWS) DescribeTags(context.Context, *ec2.DescribeTagsInput, ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error) {
+	if f.deny["ec2:DescribeTags"] {
+		return nil, &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation."}
+	}
+	return nil, &smithy.GenericAPIError{Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
+}
+
 const fakeQueueARN = "arn:aws:sqs:us-east-1:123456789012:lifeboat"
 
 // healthyAWS is the template's setup with one group of cluster "c".
@@ -298,6 +305,9 @@ func TestPermissions(t *testing.T) {
 			[]string{"DENIED (lifeboat run needs them): sqs:DeleteMessage, autoscaling:CompleteLifecycleAction"}},
 		{"ec2 dry run denied", []string{"ec2:DescribeInstances"}, []string{"--private-dns-lookup"}, Fail,
 			[]string{"DENIED (lifeboat run needs them): ec2:DescribeInstances"}},
+		{"managed tag allowed", nil, []string{"--managed-tag", "team/lb"}, OK, []string{"ec2:DescribeTags"}},
+		{"managed tag dry run denied", []string{"ec2:DescribeTags"}, []string{"--managed-tag", "team/lb"}, Fail,
+			[]string{"DENIED (lifeboat run needs them): ec2:DescribeTags"}},
 		{"check permission denied", []string{"events:ListRules"}, nil, Warn,
 			[]string{"denied (only lifeboat check needs them): events:ListRules"}},
 	}

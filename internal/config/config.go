@@ -60,6 +60,7 @@ type Config struct {
 	// (NodeScope).
 	NodeSelector   string
 	KarpenterNodes KarpenterNodes
+	ManagedTag     string
 
 	// IMDS mode.
 	IMDSEndpoint    string
@@ -73,10 +74,20 @@ type Config struct {
 	ForceDeleteAtDeadline bool
 	DeadlineMargin        time.Duration
 	EvictionBackoff       time.Duration
+	// Node actions (aws-node-termination-handler's options; see
+	// docs/configuration.md).
+	PodGracePeriod        time.Duration
+	RebalanceCordonExpiry time.Duration
+	NodeGracePeriod       time.Duration
+	TaintEffect           string
+	ExcludeFromLB         bool
+	OutOfServiceTaint     bool
 
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool
 	HeartbeatInterval      time.Duration
+	HeartbeatUntil         time.Duration
+	CompleteLifecycleDelay time.Duration
 	LifecycleTimeoutResult lifecycle.Result
 	LaunchReadyTimeout     time.Duration
 	LaunchTimeoutResult    lifecycle.Result

@@ -73,10 +73,13 @@ var nthAliases = []nthAlias{
 			}
 			return string(UnknownLeave), true, nil
 		}},
-	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`)",
+	{env: "HEARTBEAT_INTERVAL", flag: "heartbeat-interval", note: "whole seconds (`30`) or a duration (`30s`); `-1` → automatic",
 		value: func(v string) (string, bool, error) {
 			v = strings.TrimSpace(v)
 			if n, err := strconv.Atoi(v); err == nil {
+				if n < 0 {
+					return "", false, nil // NTH's -1: not set
+				}
 				return (time.Duration(n) * time.Second).String(), true, nil
 			}
 			if _, err := time.ParseDuration(v); err != nil {
@@ -84,6 +87,13 @@ var nthAliases = []nthAlias{
 			}
 			return v, true, nil
 		}},
+	{env: "POD_TERMINATION_GRACE_PERIOD", flag: "pod-grace-period", note: "seconds; `-1` → the pod's own (default), `0` → `1s`", value: nthPodGrace},
+	{env: "GRACE_PERIOD", flag: "pod-grace-period", note: "NTH's older name of POD_TERMINATION_GRACE_PERIOD", value: nthPodGrace},
+	{env: "NODE_TERMINATION_GRACE_PERIOD", flag: "node-grace-period", note: "seconds; `0` or `-1` → no cap but AWS's deadline; NTH's default 120 applies only when set", value: nthSeconds(true)},
+	{env: "EXCLUDE_FROM_LOAD_BALANCERS", flag: "exclude-from-load-balancers", value: nthBoolFlag},
+	{env: "ENABLE_OUT_OF_SERVICE_TAINT", flag: "out-of-service-taint", value: nthBoolFlag},
+	{env: "HEARTBEAT_UNTIL", flag: "heartbeat-until", note: "seconds; `-1` → until the drain ends or the hook's global timeout", value: nthSeconds(true)},
+	{env: "COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", flag: "complete-lifecycle-action-delay", note: "seconds; `-1` → none", value: nthSeconds(true)},
 	{env: "INSTANCE_METADATA_URL", flag: "imds-endpoint", value: same},
 	{env: "JSON_LOGGING", flag: "log-format", note: "`true` → `json`, `false` → `text`",
 		value: func(v string) (string, bool, error) {
@@ -101,7 +111,7 @@ var nthAliases = []nthAlias{
 	{env: "KUBE_API_QPS", flag: "kube-qps", value: same},
 	{env: "KUBERNETES_EVENTS_EXTRA_ANNOTATIONS", flag: "events-annotations", value: same},
 	{env: "KUBE_API_BURST", flag: "kube-burst", value: same},
-	{env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", flag: "visibility-timeout", note: "whole seconds", value: nthSeconds,
+	{env: "SQS_MSG_VISIBILITY_TIMEOUT_SEC", flag: "visibility-timeout", note: "whole seconds", value: nthSeconds(false),
 		diff: "lifeboat extends a message's visibility while its work runs, so the value only bounds how soon a message whose handler died is seen again (10 s..12 h)"},
 	{env: "USE_PROVIDER_ID", flag: "private-dns-lookup", note: "`false` → `true`; `true` keeps the default (`false`)",
 		diff: "lifeboat always tries spec.providerID first; `false` adds the private DNS name as a fallback",
@@ -124,15 +134,6 @@ var nthAliases = []nthAlias{
 const nthTemplateDiff = "the template renders a lifeboat notification, which also answers NTH's fields `.EventID`, `.NodeName`, `.Description`, `.StartTime`, `.State` and `.Monitor` " +
 	"(NTH's instance metadata fields such as `.InstanceType` are refused at start); lifeboat posts when an interruption is received and when it is finished or failed, NTH once after the drain"
 
-// nthSeconds converts NTH's whole seconds to a duration.
-func nthSeconds(v string) (string, bool, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
-		return "", false, fmt.Errorf("%q is not whole seconds", v)
-	}
-	return (time.Duration(n) * time.Second).String(), true, nil
-}
-
 // nthHeaders converts NTH's JSON object of headers to lifeboat's lines.
 func nthHeaders(v string) (string, bool, error) {
 	var h map[string]string
@@ -152,18 +153,7 @@ func nthHeaders(v string) (string, bool, error) {
 // once accepted and ignored). A row leaves this list for nthAliases when its
 // flag exists. The other decisions are in nthtable.go.
 var nthIgnored = []struct{ env, why string }{
-	{"CHECK_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
-	{"CHECK_ASG_TAG_BEFORE_DRAINING", "lifeboat acts on every instance that is a node of this cluster; use --cluster-name / --managed-asg for launch actions"},
-	{"MANAGED_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
-	{"MANAGED_ASG_TAG", "see CHECK_TAG_BEFORE_DRAINING"},
-	{"TAINT_EFFECT", "lifeboat's taints are always NoSchedule"},
-	{"POD_TERMINATION_GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
-	{"GRACE_PERIOD", "lifeboat gives every pod its own terminationGracePeriodSeconds, capped only by AWS's deadline"},
-	{"NODE_TERMINATION_GRACE_PERIOD", "lifeboat drains against AWS's real deadline (--deadline-margin keeps a reserve)"},
-	{"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS", "lifeboat completes a terminate action when the node is drained, never on a timer"},
-	{"HEARTBEAT_UNTIL", "lifeboat heartbeats until the drain ends or the hook's global timeout"},
-	{"EXCLUDE_FROM_LOAD_BALANCERS", "not supported"},
-	{"ENABLE_OUT_OF_SERVICE_TAINT", "the out-of-service taint is not built yet"},
+	// None today: every NTH variable is honoured or refused (nthRefusedEnv).
 }
 
 // applyNTH reads the NTH variables after lifeboat's own flags and LIFEBOAT_*
@@ -191,6 +181,8 @@ func applyNTH(getenv func(string) string, setFlag func(name, value string) error
 		}
 		warnings, errs = applyOne(a, v, setFlag, set, setBy, &m, warnings, errs)
 	}
+	warnings, errs = applyNTHManagedTag(getenv, setFlag, set, setBy, m, warnings, errs)
+	warnings, errs = applyNTHTaintEffect(getenv, setFlag, set, setBy, m, warnings, errs)
 	for _, ig := range nthIgnored {
 		if getenv(ig.env) != "" {
 			errs = append(errs, fmt.Errorf("%s (an aws-node-termination-handler variable) is not supported yet: %s; remove it", ig.env, ig.why))

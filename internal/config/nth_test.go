@@ -221,7 +221,7 @@ func TestNTHAliasErrors(t *testing.T) {
 		{"bad workers and bad log level together", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "WORKERS": "ten", "LOG_LEVEL": "loud"},
 			[]string{`WORKERS="ten"`, `--log-level "loud"`}},
 		{"bad queue url", map[string]string{"QUEUE_URL": "not a url", "NAMESPACE": "ns"}, []string{`--queue-url "not a url" is not a URL`}},
-		{"not built yet", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "POD_TERMINATION_GRACE_PERIOD": "-1"}, []string{"POD_TERMINATION_GRACE_PERIOD (an aws-node-termination-handler variable) is not supported yet"}},
+		{"refused", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "MANAGED_ASG_TAG": "team"}, []string{"MANAGED_ASG_TAG (an aws-node-termination-handler variable) is not supported: NTH's older name of MANAGED_TAG"}},
 		{"secret header value not echoed", map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "WEBHOOK_HEADERS": "Authorization: Bearer s3cret"}, []string{"WEBHOOK_HEADERS=[redacted]", "not a JSON object"}},
 	}
 	for _, tt := range tests {

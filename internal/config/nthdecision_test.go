@@ -73,13 +73,24 @@ var imdsEnv = map[string]string{"ENABLE_SQS_TERMINATION_DRAINING": "false", "NOD
 
 // nthCases has one case for every honoured variable.
 var nthCases = map[string]nthCase{
-	"AWS_ENDPOINT":                     {value: "http://127.0.0.1:4566", check: func(c Config) error { return want("sqs endpoint", c.Endpoints["sqs"], "http://127.0.0.1:4566") }},
-	"AWS_REGION":                       {value: "us-west-2", check: func(c Config) error { return want("--region (the SDK reads AWS_REGION itself)", c.Region, "") }},
-	"CORDON_ONLY":                      {value: "true", check: func(c Config) error { return want("drain kinds", len(c.DrainKinds), 0) }},
-	"DELETE_LOCAL_DATA":                {value: "true", check: func(Config) error { return nil }},
-	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND": {value: "true", check: func(c Config) error { return want("unknown instance", c.UnknownInstance, UnknownDelete) }},
-	"DRY_RUN":                          {value: "true", check: func(c Config) error { return want("dry run", c.DryRun, true) }},
-	"EMIT_KUBERNETES_EVENTS":           {value: "false", check: func(Config) error { return nil }},
+	"POD_TERMINATION_GRACE_PERIOD":  {value: "45", check: func(c Config) error { return want("pod grace", c.PodGracePeriod, 45*time.Second) }},
+	"GRACE_PERIOD":                  {value: "20", check: func(c Config) error { return want("pod grace", c.PodGracePeriod, 20*time.Second) }},
+	"NODE_TERMINATION_GRACE_PERIOD": {value: "120", check: func(c Config) error { return want("node grace", c.NodeGracePeriod, 120*time.Second) }},
+	"CHECK_TAG_BEFORE_DRAINING":     {value: "true", check: func(c Config) error { return want("managed tag", c.ManagedTag, "aws-node-termination-handler/managed") }},
+	"MANAGED_TAG":                   {value: "team/owned", check: func(c Config) error { return want("managed tag", c.ManagedTag, "team/owned") }},
+	"TAINT_EFFECT": {value: "PreferNoSchedule", env: map[string]string{"TAINT_NODE": "true"},
+		check: func(c Config) error { return want("taint effect", c.TaintEffect, "PreferNoSchedule") }},
+	"ENABLE_OUT_OF_SERVICE_TAINT":             {value: "true", check: func(c Config) error { return want("out-of-service taint", c.OutOfServiceTaint, true) }},
+	"EXCLUDE_FROM_LOAD_BALANCERS":             {value: "true", check: func(c Config) error { return want("exclude from load balancers", c.ExcludeFromLB, true) }},
+	"COMPLETE_LIFECYCLE_ACTION_DELAY_SECONDS": {value: "5", check: func(c Config) error { return want("lifecycle delay", c.CompleteLifecycleDelay, 5*time.Second) }},
+	"HEARTBEAT_UNTIL":                         {value: "600", check: func(c Config) error { return want("heartbeat until", c.HeartbeatUntil, 600*time.Second) }},
+	"AWS_ENDPOINT":                            {value: "http://127.0.0.1:4566", check: func(c Config) error { return want("sqs endpoint", c.Endpoints["sqs"], "http://127.0.0.1:4566") }},
+	"AWS_REGION":                              {value: "us-west-2", check: func(c Config) error { return want("--region (the SDK reads AWS_REGION itself)", c.Region, "") }},
+	"CORDON_ONLY":                             {value: "true", check: func(c Config) error { return want("drain kinds", len(c.DrainKinds), 0) }},
+	"DELETE_LOCAL_DATA":                       {value: "true", check: func(Config) error { return nil }},
+	"DELETE_SQS_MSG_IF_NODE_NOT_FOUND":        {value: "true", check: func(c Config) error { return want("unknown instance", c.UnknownInstance, UnknownDelete) }},
+	"DRY_RUN":                                 {value: "true", check: func(c Config) error { return want("dry run", c.DryRun, true) }},
+	"EMIT_KUBERNETES_EVENTS":                  {value: "false", check: func(Config) error { return nil }},
 	"ENABLE_ASG_LIFECYCLE_DRAINING": {value: "false", env: imdsEnv, check: func(c Config) error {
 		return errorsOf(drains(c, event.LifecycleTerminate, false), drains(c, event.SpotInterruption, true))
 	}},

@@ -93,7 +93,8 @@ var nthFixed = []struct {
 // nthRefusedEnv are NTH settings lifeboat refuses at start, with what to
 // use instead.
 var nthRefusedEnv = []struct{ env, why string }{
-	// None today: every NTH variable is honoured or not built yet (nthIgnored).
+	{"CHECK_ASG_TAG_BEFORE_DRAINING", "NTH's older name of CHECK_TAG_BEFORE_DRAINING: rename it (read with MANAGED_TAG as --managed-tag)"},
+	{"MANAGED_ASG_TAG", "NTH's older name of MANAGED_TAG: rename it (read as --managed-tag)"},
 }
 
 func nthAny(string) error { return nil }
@@ -321,6 +322,7 @@ func nthRows() []nthRow {
 		}
 		rows = append(rows, r)
 	}
+	rows = append(rows, nthCombinedRows...)
 	for _, r := range nthRefusedEnv {
 		rows = append(rows, nthRow{env: r.env, decision: nthRefused, lifeboat: "—", note: r.why})
 	}

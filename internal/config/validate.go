@@ -89,6 +89,7 @@ func (c *Config) validate(set map[string]bool) []error {
 	}
 	errs = append(errs, c.validateWebhook()...)
 	errs = append(errs, c.validateScope()...)
+	errs = append(errs, c.validateNodeActions()...)
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("--log-format %q: must be json or text", c.LogFormat))
 	}

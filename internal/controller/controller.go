@@ -113,6 +113,16 @@ type Options struct {
 	LaunchTimeoutResult    lifecycle.Result
 	// RetryBackoff is the first delay before a failed node step is retried.
 	RetryBackoff time.Duration
+	// CompleteLifecycleDelay is waited after a drain before its terminate
+	// actions are completed (0: none).
+	CompleteLifecycleDelay time.Duration
+	// RebalanceCordonExpiry, if positive, uncordons a node cordoned for a
+	// rebalance recommendation that long after, unless an interruption
+	// followed.
+	RebalanceCordonExpiry time.Duration
+	// HeartbeatUntil caps the heartbeats of a terminate action, counted
+	// from the action's start (0: until the hook's global timeout).
+	HeartbeatUntil time.Duration
 	// CordonAnnotations, if set, returns annotations to set on the node
 	// together with the cordon, given the events the plan acts on (IMDS
 	// mode: the reboot-maintenance marker); nil: none.
@@ -179,6 +189,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.resume()
+	c.resumeExpiries()
 	close(c.started)
 	<-ctx.Done()
 	c.wg.Wait()

@@ -29,6 +29,7 @@ type fakeDrainer struct {
 	cordons map[string]int
 	drains  map[string]int
 	release chan struct{}
+	pods    []string // the pods a drain reports evicted
 }
 
 func (f *fakeDrainer) Cordon(_ context.Context, node string, _ []string, _ string, _ map[string]string) (bool, error) {
@@ -50,6 +51,9 @@ func (f *fakeDrainer) Drain(ctx context.Context, node string, _ time.Time, _ fun
 	case <-f.release:
 	case <-ctx.Done():
 		return drain.Result{}, ctx.Err()
+	}
+	if len(f.pods) > 0 {
+		return drain.Result{Evicted: len(f.pods), Pods: f.pods}, nil
 	}
 	return drain.Result{Evicted: 1}, nil
 }

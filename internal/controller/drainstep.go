@@ -12,6 +12,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
+	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
@@ -62,6 +63,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		return errRestart
 	}
 	draining(o.res.Evicted + o.res.ForceDeleted + o.res.Remaining) // no progress: nothing was to evict
+	c.recordPods(w, o.res.Pods)
 	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
 	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
 	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
@@ -81,6 +83,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		c.Metrics.ActionDuration.WithLabelValues("drain").Observe(c.Clock.Since(start).Seconds())
 		c.Metrics.ToDrained.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
 		msg := fmt.Sprintf("drained: %d pods evicted", o.res.Evicted)
+		if len(o.res.Pods) > 0 {
+			msg += " (" + notify.ListPods(o.res.Pods) + ")"
+		}
 		if o.res.GraceCapped > 0 {
 			msg += fmt.Sprintf(", %d with grace cut to AWS's deadline", o.res.GraceCapped)
 		}
@@ -103,6 +108,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
 			return err
 		}
+	}
+	if err := c.delayCompletion(ctx, w, p); err != nil {
+		return err
 	}
 	return c.completeAll(ctx, w, p.Lifecycle, result)
 }

@@ -29,6 +29,7 @@ type beat struct {
 	lastOK  time.Time // the last recorded heartbeat (the start, before any)
 	failing bool      // the last heartbeat failed
 	outage  bool      // the current outage was reported (it lasted half the heartbeat timeout)
+	until   time.Time // heartbeats stop then (--heartbeat-until); zero: never
 }
 
 // Hook returns the action's hook once it has been read.
@@ -51,6 +52,18 @@ func (b *beat) deadline(started time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	d := started.Add(b.hook.GlobalTimeout)
+	if !b.until.IsZero() {
+		// The last heartbeat is sent at most one interval before until
+		// (or was, at lastOK): the action times out one heartbeat timeout
+		// after it. Both bounds are no later than the real timeout.
+		capped := b.until.Add(b.hook.HeartbeatTimeout - b.interval.Get())
+		if last := b.lastOK.Add(b.hook.HeartbeatTimeout); last.After(capped) {
+			capped = last
+		}
+		if capped.Before(d) {
+			d = capped
+		}
+	}
 	if b.failing {
 		if outage := b.lastOK.Add(b.hook.HeartbeatTimeout); outage.Before(d) {
 			d = outage
@@ -70,7 +83,7 @@ func (b *beat) deadline(started time.Time) (time.Time, bool) {
 // deadline moves earlier).
 func (c *Controller) keepAlive(ctx context.Context, w *nodeWork, instanceID string, a event.LifecycleAction, until time.Time, changed func()) *beat {
 	bctx, stop := context.WithCancel(ctx)
-	b := &beat{stop: stop, interval: lifecycle.NewInterval(lifecycle.IntervalUnknownHook(c.o.HeartbeatInterval)), lastOK: c.Clock.Now()}
+	b := &beat{stop: stop, interval: lifecycle.NewInterval(lifecycle.IntervalUnknownHook(c.o.HeartbeatInterval)), lastOK: c.Clock.Now(), until: until}
 	c.spawn(func() {
 		err := c.ASG.KeepAlive(bctx, instanceID, a, b.interval, until, func(err error) { c.beaten(w, a, b, err, changed) })
 		if errors.Is(err, lifecycle.ErrNoActiveAction) {
@@ -196,7 +209,7 @@ func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.L
 	if running {
 		return
 	}
-	b := c.keepAlive(ctx, w, instanceID, a, time.Time{}, func() { wake(w) })
+	b := c.keepAlive(ctx, w, instanceID, a, c.heartbeatUntil(a, evs), func() { wake(w) })
 	c.mu.Lock()
 	w.beats[a.Token] = b
 	c.mu.Unlock()

@@ -35,6 +35,7 @@ type fakeLifecycle struct {
 	beating   int // KeepAlive loops running now
 	started   int // KeepAlive loops started
 	intervals []time.Duration
+	untils    []time.Time // KeepAlive's until, per loop
 	// beatRunningAtHook / AtComplete: were heartbeats running when Hook was
 	// called / when Complete was called.
 	beatRunningAtHook, beatRunningAtComplete []bool
@@ -69,8 +70,9 @@ func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleA
 	return nil
 }
 
-func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *lifecycle.Interval, _ time.Time, beat func(error)) error {
+func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *lifecycle.Interval, until time.Time, beat func(error)) error {
 	f.mu.Lock()
+	f.untils = append(f.untils, until)
 	f.beating++
 	f.started++
 	f.intervals = append(f.intervals, interval.Get())
@@ -88,7 +90,7 @@ func (f *fakeLifecycle) snapshot() fakeLifecycle {
 	defer f.mu.Unlock()
 	return fakeLifecycle{beating: f.beating, started: f.started, intervals: append([]time.Duration(nil), f.intervals...),
 		beatRunningAtHook: append([]bool(nil), f.beatRunningAtHook...), beatRunningAtComplete: append([]bool(nil), f.beatRunningAtComplete...),
-		completed: append([]string(nil), f.completed...)}
+		completed: append([]string(nil), f.completed...), untils: append([]time.Time(nil), f.untils...)}
 }
 
 func readyNode(name, instance string) *corev1.Node {
@@ -101,6 +103,12 @@ func readyNode(name, instance string) *corev1.Node {
 // holdDrains keeps every drain in flight until the test ends.
 func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, holdDrains bool, nodeList ...*corev1.Node) (*Controller, *metrics.Metrics, *fake.Clientset) {
 	t.Helper()
+	return startLifecycleWith(t, lc, rec, holdDrains, func(*Options) {}, nodeList...)
+}
+
+// startLifecycleWith is startLifecycle with the options changed by opt.
+func startLifecycleWith(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, holdDrains bool, opt func(*Options), nodeList ...*corev1.Node) (*Controller, *metrics.Metrics, *fake.Clientset) {
+	t.Helper()
 	client := fake.NewClientset()
 	for _, n := range nodeList {
 		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
@@ -112,9 +120,10 @@ func startLifecycle(t *testing.T, lc *fakeLifecycle, rec record.EventRecorder, h
 	if !holdDrains {
 		close(d.release)
 	}
-	c := run(t, client, nodes.Options{}, Deps{Drainer: d, ASG: lc, Recorder: rec, Metrics: m},
-		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true},
-			LaunchReadyTimeout: time.Hour, LaunchTimeoutResult: "ABANDON", LifecycleTimeoutResult: "ABANDON", RetryBackoff: 20 * time.Millisecond})
+	o := Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.LifecycleTerminate}, CompleteLifecycle: true},
+		LaunchReadyTimeout: time.Hour, LaunchTimeoutResult: "ABANDON", LifecycleTimeoutResult: "ABANDON", RetryBackoff: 20 * time.Millisecond}
+	opt(&o)
+	c := run(t, client, nodes.Options{}, Deps{Drainer: d, ASG: lc, Recorder: rec, Metrics: m}, o)
 	return c, m, client
 }
 

@@ -33,6 +33,7 @@ type nodeWork struct {
 	gated      bool       // counted in c.cordons until its first cordon is done
 	heartbeats int        // lifecycle heartbeats that got through (lifeboat status)
 	noteMu     sync.Mutex // serializes the writes of heartbeats to the node
+	pods       []string   // pods the drains evicted (namespace/name), for the finished notification
 }
 
 // cordoned releases the node's place in the cordon gate (once).
@@ -231,10 +232,18 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 	c.cordoned(w)
 	if len(evs) > 0 {
 		// The node is done: forget its events, keep the cordon and taints.
-		err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
-			AnnotationDoneEvents: c.doneEvents(w.name, evs)})
+		ann := map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
+			AnnotationDoneEvents: c.doneEvents(w.name, evs)}
+		expires := c.rebalanceExpiry(evs, now)
+		if !expires.IsZero() {
+			ann[AnnotationRebalanceExpires] = expires.UTC().Format(time.RFC3339)
+		}
+		err := c.Drainer.SetAnnotations(ctx, w.name, ann)
 		if err != nil && !errors.Is(err, drain.ErrNodeGone) {
 			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
+		}
+		if err == nil && !expires.IsZero() {
+			c.spawn(func() { c.expireRebalance(c.ctx, w.name, expires) })
 		}
 	}
 	if w.notified[notify.PhaseReceived] {

@@ -32,6 +32,9 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 	if seen || c.Notifier == nil {
 		return
 	}
+	if len(pods) == 0 {
+		pods = evictedPods(c, w, phase)
+	}
 	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Pods: pods, Time: c.Clock.Now()}
 	c.Notifier.Notify(n)
 }

@@ -2,7 +2,6 @@ package drain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +60,9 @@ type Options struct {
 	// still present StuckAfter later (a finalizer nobody removes) is
 	// reported the same way. Zero: DefaultStuckAfter.
 	StuckAfter time.Duration
+	// Actions are the optional node actions (grace periods, taint effect,
+	// load balancer label, out-of-service taint).
+	Actions Actions
 }
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
@@ -77,6 +79,7 @@ type Drainer struct {
 	dryRun     bool
 	cache      func(string) (*corev1.Node, bool)
 	stuckAfter time.Duration
+	acts       Actions
 	// post creates one Eviction (postEviction's REST call; tests swap in
 	// the typed client, which client-go's fake clientset answers).
 	post func(ctx context.Context, ev *policyv1.Eviction) error
@@ -101,7 +104,7 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	}
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
-		stuckAfter: o.StuckAfter}
+		stuckAfter: o.StuckAfter, acts: o.Actions}
 	d.post = d.postREST
 	return d
 }
@@ -118,6 +121,8 @@ type Progress struct {
 type Result struct {
 	// Evicted counts evictions the API server accepted (and pods found gone).
 	Evicted int
+	// Pods names them (namespace/name), for Events and notifications.
+	Pods []string
 	// GraceCapped counts pods whose grace period was cut to fit the deadline.
 	GraceCapped int
 	// ForceDeleted counts pods deleted at the deadline.
@@ -159,12 +164,9 @@ var ErrNotEvicted = errors.New("pods could not be evicted")
 // for them. After the deadline's force deletion it comes with ErrDeadline.
 var ErrStuck = errors.New("pods did not leave the node")
 
-// Drain evicts every pod on node that lifeboat may evict, ordinary pods
-// first and system-critical pods last, and waits until they are gone. With a
-// non-zero deadline, grace periods are capped to the time left (never below
-// 1 s). Every wait is bounded: by the deadline, or by Options.StuckAfter.
-// progress may be nil.
-func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
+// drainPods is Drain without the node actions around it; deadline is
+// already capped.
+func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	var res Result
 	pods, listRV, err := d.podsToEvict(ctx, node)
 	if err != nil {
@@ -352,6 +354,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		switch o.kind {
 		case evictAccepted, evictGone:
 			res.Evicted++
+			res.Pods = append(res.Pods, pods[i].Namespace+"/"+pods[i].Name)
 			wait = append(wait, pods[i])
 		case evictDeadline:
 			wait = append(wait, pods[i]) // waitGone applies the deadline's rules
@@ -369,16 +372,4 @@ func (r *Result) addWait(w waitResult) {
 	r.ForceDeleted += w.forced
 	r.Remaining += w.left + len(w.stuck)
 	r.Stuck = append(r.Stuck, w.stuck...)
-}
-
-func annotationPatch(annotations map[string]string) ([]byte, error) {
-	m := map[string]any{}
-	for k, v := range annotations {
-		if v == "" {
-			m[k] = nil
-		} else {
-			m[k] = v
-		}
-	}
-	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": m}})
 }

@@ -128,9 +128,11 @@ func (d *Drainer) podGone(ctx context.Context, pod *corev1.Pod) bool {
 
 // grace returns the grace period to ask for (nil: the pod's own) and
 // whether it was capped by the deadline. It is never below minGrace.
+// Actions.PodGrace replaces the pod's own before the deadline caps it.
 func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 	own := ownGrace(pod)
-	want := own
+	requested := d.acts.requestedGrace(pod)
+	want := requested
 	if !deadline.IsZero() {
 		left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
 		want = min(want, left)
@@ -139,7 +141,7 @@ func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 	if want == own {
 		return nil, false
 	}
-	return &want, want < own
+	return &want, want < requested
 }
 
 // ownGrace is the pod's terminationGracePeriodSeconds (default 30).

@@ -9,6 +9,7 @@ package drain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,26 +37,28 @@ const (
 )
 
 // Cordon marks the node unschedulable, sets the taints with the given keys
-// (effect NoSchedule, value = reason) and the annotations. It reports
+// (effect Actions.TaintEffect, value = reason), the annotations and, with
+// Actions.ExcludeFromLB, the load balancer label. It reports
 // whether anything changed. Conflicts are retried on a fresh read.
 func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error) {
 	changed := false
 	first := true
+	effect := d.acts.taintEffect()
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		n, err := d.readNode(ctx, node, first)
 		first = false
 		if err != nil {
 			return err
 		}
-		changed = false
+		changed = d.acts.markCordoned(n)
 		if !n.Spec.Unschedulable {
 			n.Spec.Unschedulable = true
 			setAnnotation(n, AnnotationCordoned, "true")
 			changed = true
 		}
 		for _, key := range taintKeys {
-			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule }) {
-				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: reason, Effect: corev1.TaintEffectNoSchedule})
+			if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == effect }) {
+				n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: reason, Effect: effect})
 				changed = true
 			}
 		}
@@ -80,8 +83,9 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 	return changed, nil
 }
 
-// Uncordon undoes Cordon: it removes lifeboat's taints (keys with prefix)
-// and the given annotations, and makes the node schedulable again only if
+// Uncordon undoes Cordon: it removes lifeboat's taints (keys with prefix),
+// the load balancer label and out-of-service taint lifeboat added, and the
+// given annotations, and makes the node schedulable again only if
 // lifeboat cordoned it. It reports whether anything changed.
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
 	changed := false
@@ -92,7 +96,7 @@ func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annota
 		if err != nil {
 			return err
 		}
-		changed = false
+		changed = unmarkCordoned(n)
 		if n.Annotations[AnnotationCordoned] == "true" {
 			n.Spec.Unschedulable = false
 			delete(n.Annotations, AnnotationCordoned)
@@ -172,4 +176,16 @@ func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev
 		return nil, err
 	}
 	return n.DeepCopy(), nil
+}
+
+func annotationPatch(annotations map[string]string) ([]byte, error) {
+	m := map[string]any{}
+	for k, v := range annotations {
+		if v == "" {
+			m[k] = nil
+		} else {
+			m[k] = v
+		}
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": m}})
 }

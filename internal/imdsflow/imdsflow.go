@@ -35,6 +35,8 @@ type Options struct {
 	DryRun         bool
 	Policy         plan.Policy
 	DeadlineMargin time.Duration
+	// RebalanceCordonExpiry: see controller.Options.
+	RebalanceCordonExpiry time.Duration
 	// OnPoll is told after each poll whether the metadata answered
 	// (readiness); optional.
 	OnPoll func(healthy bool)
@@ -78,9 +80,10 @@ func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) e
 		},
 	})
 	ctrl := controller.New(deps, controller.Options{
-		Policy:            o.Policy,
-		DeadlineMargin:    o.DeadlineMargin,
-		CordonAnnotations: rebootMarker(deps.Nodes, deps.Clock),
+		Policy:                o.Policy,
+		DeadlineMargin:        o.DeadlineMargin,
+		CordonAnnotations:     rebootMarker(deps.Nodes, deps.Clock),
+		RebalanceCordonExpiry: o.RebalanceCordonExpiry,
 	})
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(ctx) })

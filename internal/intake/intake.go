@@ -52,6 +52,11 @@ type Options struct {
 	// Resolve finds the node name of an instance the providerID index does
 	// not know (private DNS lookup); nil disables it.
 	Resolve func(ctx context.Context, instanceID string) (string, error)
+	// Managed, if set, reports whether an instance carries --managed-tag:
+	// a node without it is not lifeboat's, and its events follow
+	// UnknownInstance like those of an instance of no node. nil: every
+	// node is lifeboat's.
+	Managed func(ctx context.Context, instanceID string) (bool, error)
 }
 
 // Intake is queue mode's intake.
@@ -109,9 +114,14 @@ func (in *Intake) Handle(ctx context.Context, msg sqs.Message) {
 		}
 		node, ok := in.resolve(ctx, e.InstanceID)
 		switch {
-		case ok:
+		case ok && in.managed(ctx, e):
 			byNode[node] = append(byNode[node], e)
 			instanceOf[node] = e.InstanceID
+		case ok:
+			// A node of this cluster without the managed tag: another
+			// handler's (NTH's CHECK_TAG_BEFORE_DRAINING), lifecycle
+			// action included.
+			in.notOurs(p)
 		case in.o.Lifecycle && e.Kind == event.LifecycleTerminate && e.Lifecycle != nil && e.Lifecycle.Token != "":
 			// A terminate action of an instance that is not a node: the
 			// controller completes it for groups this cluster owns.
@@ -119,17 +129,48 @@ func (in *Intake) Handle(ctx context.Context, msg sqs.Message) {
 		default:
 			in.metrics.UnknownInstance.Inc()
 			in.log.Info("event for an instance that is not a node of this cluster", "instanceID", e.InstanceID, "eventID", e.ID, "kind", e.Kind, "policy", in.o.UnknownInstance)
-			if in.o.UnknownInstance == config.UnknownLeave {
-				in.mu.Lock()
-				p.foreign = true
-				in.mu.Unlock()
-			}
+			in.notOurs(p)
 		}
 	}
 	for node, evs := range byNode {
 		in.ctrl.Submit(node, instanceOf[node], msg.SentAt, evs, in.ticket(p))
 	}
 	in.close(ctx, p, controller.Done)
+}
+
+// notOurs applies the unknown-instance policy to a piece of p that is not
+// lifeboat's: leave hands the message back for its owner; delete lets it
+// go with the rest.
+func (in *Intake) notOurs(p *pending) {
+	if in.o.UnknownInstance == config.UnknownLeave {
+		in.mu.Lock()
+		p.foreign = true
+		in.mu.Unlock()
+	}
+}
+
+// managedTimeout bounds one managed-tag lookup.
+const managedTimeout = 5 * time.Second
+
+// managed reports whether lifeboat acts on the instance of e: always
+// without --managed-tag. When the tag cannot be read, it acts: the
+// instance is a node of this cluster, and a Spot notice gives two minutes,
+// less than the message's return after a failure would leave.
+func (in *Intake) managed(ctx context.Context, e event.Event) bool {
+	if in.o.Managed == nil {
+		return true
+	}
+	mctx, cancel := context.WithTimeout(ctx, managedTimeout)
+	defer cancel()
+	ok, err := in.o.Managed(mctx, e.InstanceID)
+	if err != nil {
+		in.log.Warn("managed tag unreadable; acting on the node of this cluster", "instanceID", e.InstanceID, "eventID", e.ID, "error", err.Error())
+		return true
+	}
+	if !ok {
+		in.log.Info("event for a node without the managed tag: not lifeboat's", "instanceID", e.InstanceID, "eventID", e.ID, "kind", e.Kind, "policy", in.o.UnknownInstance)
+	}
+	return ok
 }
 
 // ticket opens a ticket for a piece of p's work.

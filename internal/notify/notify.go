@@ -37,8 +37,9 @@ type Notification struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Detail is a human sentence about what happened.
 	Detail string `json:"detail,omitempty"`
-	// Pods are the pods concerned, namespace/name (forecast-miss: those
-	// that will not be gone before the deadline).
+	// Pods are the pods concerned, namespace/name: those the drain evicted
+	// (finished), those that will not be gone before the deadline
+	// (forecast-miss).
 	Pods []string  `json:"pods,omitempty"`
 	Time time.Time `json:"time"`
 }

@@ -108,8 +108,8 @@ func (t *template) render(n Notification) ([]byte, error) {
 func samples() []Notification {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	full := Notification{Node: "ip-10-0-1-23.ec2.internal", InstanceID: "i-0123456789abcdef0", Kind: event.SpotInterruption,
-		Action: "terminate", Deadline: at.Add(2 * time.Minute), Detail: "sample \"detail\" <with> characters to escape",
-		Pods: []string{"shop/db-0"}, Time: at}
+		Action: "terminate", Deadline: at.Add(2 * time.Minute), Detail: "sample \"detail\" <with> characters to escape", Time: at,
+		Pods: []string{"shop/cart-7d9f8-abcde", "shop/web-0"}}
 	var out []Notification
 	for _, p := range []Phase{PhaseReceived, PhaseFinished, PhaseFailed, PhaseForecastMiss} {
 		n := full
@@ -155,6 +155,9 @@ func summary(n Notification) string {
 		b.WriteString("; cordoning and draining it.")
 	case PhaseFinished:
 		fmt.Fprintf(&b, "lifeboat: done with node %s (%s).", node, what)
+		if len(n.Pods) > 0 {
+			fmt.Fprintf(&b, " Evicted %d pods: %s.", len(n.Pods), ListPods(n.Pods))
+		}
 	case PhaseFailed:
 		fmt.Fprintf(&b, "lifeboat: handling %s for node %s is failing; lifeboat keeps retrying.", what, node)
 	case PhaseForecastMiss:
@@ -170,4 +173,15 @@ func summary(n Notification) string {
 		b.WriteString(" " + n.Detail)
 	}
 	return b.String()
+}
+
+// mostPods bounds the pod names a message lists (a node may run hundreds).
+const mostPods = 10
+
+// ListPods lists up to mostPods pod names, then how many more there are.
+func ListPods(pods []string) string {
+	if len(pods) <= mostPods {
+		return strings.Join(pods, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(pods[:mostPods], ", "), len(pods)-mostPods)
 }

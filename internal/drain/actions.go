@@ -1,0 +1,155 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// Node actions aws-node-termination-handler's users rely on, besides
+// cordon, taint and drain.
+const (
+	// LabelExcludeFromLB takes a node out of external load balancers
+	// (the service controller honours it).
+	LabelExcludeFromLB = "node.kubernetes.io/exclude-from-external-load-balancers"
+	// ExcludeFromLBValue marks the label as lifeboat's: Uncordon removes
+	// only a label with this value, never one an operator set.
+	ExcludeFromLBValue = "lifeboat"
+	// TaintOutOfService tells Kubernetes the node is shut down: pods
+	// without a toleration are deleted and their volumes detached at once.
+	TaintOutOfService = "node.kubernetes.io/out-of-service"
+	// OutOfServiceValue is the taint's value (the one Kubernetes documents).
+	OutOfServiceValue = "nodeshutdown"
+	// AnnotationOutOfService is set when lifeboat added the out-of-service
+	// taint, so that Uncordon removes only a taint lifeboat added.
+	AnnotationOutOfService = "lifeboat.io/out-of-service"
+)
+
+// Actions are the optional node actions of a Drainer. The zero value is
+// lifeboat's default: pods' own grace periods, no cap on a drain but AWS's
+// deadline, NoSchedule taints, no label, no out-of-service taint.
+type Actions struct {
+	// PodGrace, if positive, is the grace period every eviction asks for
+	// instead of the pod's own (still cut to fit a deadline).
+	PodGrace time.Duration
+	// NodeGrace, if positive, caps a whole drain: its deadline is the
+	// earlier of AWS's and NodeGrace after the drain starts.
+	NodeGrace time.Duration
+	// TaintEffect is the effect of lifeboat's taints; empty: NoSchedule.
+	TaintEffect corev1.TaintEffect
+	// ExcludeFromLB labels cordoned nodes LabelExcludeFromLB.
+	ExcludeFromLB bool
+	// OutOfService taints a node TaintOutOfService (NoExecute) once its
+	// drain has succeeded.
+	OutOfService bool
+}
+
+func (a Actions) taintEffect() corev1.TaintEffect {
+	if a.TaintEffect == "" {
+		return corev1.TaintEffectNoSchedule
+	}
+	return a.TaintEffect
+}
+
+// capDeadline returns the drain's deadline: AWS's (zero: none) or, when
+// earlier, NodeGrace after now.
+func (a Actions) capDeadline(deadline, now time.Time) time.Time {
+	if a.NodeGrace <= 0 {
+		return deadline
+	}
+	limit := now.Add(a.NodeGrace)
+	if deadline.IsZero() || limit.Before(deadline) {
+		return limit
+	}
+	return deadline
+}
+
+// requestedGrace is the grace period an eviction asks for before any
+// deadline: PodGrace when set, else the pod's own.
+func (a Actions) requestedGrace(pod *corev1.Pod) int64 {
+	if a.PodGrace > 0 {
+		return max(int64(a.PodGrace/time.Second), minGrace)
+	}
+	return ownGrace(pod)
+}
+
+// markCordoned applies the optional cordon actions to n (the label); it
+// reports whether n changed.
+func (a Actions) markCordoned(n *corev1.Node) bool {
+	if !a.ExcludeFromLB {
+		return false
+	}
+	if _, ok := n.Labels[LabelExcludeFromLB]; ok {
+		return false // ours already, or an operator's: leave it as it is
+	}
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[LabelExcludeFromLB] = ExcludeFromLBValue
+	return true
+}
+
+// unmarkCordoned removes what markCordoned and the out-of-service taint
+// added, and only that; it reports whether n changed. It runs whatever the
+// options are now: a node labelled by an earlier configuration is cleaned
+// up too.
+func unmarkCordoned(n *corev1.Node) bool {
+	changed := false
+	if n.Labels[LabelExcludeFromLB] == ExcludeFromLBValue {
+		delete(n.Labels, LabelExcludeFromLB)
+		changed = true
+	}
+	if n.Annotations[AnnotationOutOfService] == "true" {
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService })
+		delete(n.Annotations, AnnotationOutOfService)
+		changed = true
+	}
+	return changed
+}
+
+// Drain evicts every pod on node that lifeboat may evict, ordinary pods
+// first and system-critical pods last, and waits until they are gone. With a
+// non-zero deadline (AWS's, or Actions.NodeGrace from now when earlier),
+// grace periods are capped to the time left (never below 1 s). Every wait
+// is bounded: by the deadline, or by Options.StuckAfter. After a drain that
+// succeeded, Actions.OutOfService taints the node. progress may be nil.
+func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
+	res, err := d.drainPods(ctx, node, d.acts.capDeadline(deadline, d.clock.Now()), progress)
+	if err != nil || !d.acts.OutOfService || d.dryRun {
+		return res, err
+	}
+	return res, d.taintOutOfService(ctx, node)
+}
+
+// taintOutOfService adds the out-of-service taint (NoExecute) and the
+// annotation that says lifeboat added it.
+func (d *Drainer) taintOutOfService(ctx context.Context, node string) error {
+	first := true
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		n, err := d.readNode(ctx, node, first)
+		first = false
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService }) {
+			return nil // ours from an earlier drain, or someone else's
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
+		setAnnotation(n, AnnotationOutOfService, "true")
+		_, err = d.nodes.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("tainting node %s out of service: %w: %w", node, ErrNodeGone, err)
+	}
+	if err != nil {
+		return fmt.Errorf("tainting node %s out of service: %w", node, err)
+	}
+	return nil
+}
