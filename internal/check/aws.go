@@ -32,6 +32,8 @@ type autoscalingAPI interface {
 	DescribeLifecycleHooks(context.Context, *autoscaling.DescribeLifecycleHooksInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 	RecordLifecycleActionHeartbeat(context.Context, *autoscaling.RecordLifecycleActionHeartbeatInput, ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
 	CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
+	SetInstanceProtection(context.Context, *autoscaling.SetInstanceProtectionInput, ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error)
+	DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 }
 
 type stsAPI interface {
@@ -188,13 +190,13 @@ func (r *run) probePermissions(ctx context.Context) {
 			ReceiptHandle: aws.String(probeReceiptHandle), VisibilityTimeout: 0})
 		p.record("sqs:ChangeMessageVisibility", err)
 	}
+	group := "lifeboat-check-probe"
+	if len(r.groups) > 0 {
+		group = r.groups[0].name // resource-scoped policies name real groups
+	}
 	if r.cfg.CompleteLifecycle && r.c.AutoScaling != nil {
 		p.need("autoscaling:RecordLifecycleActionHeartbeat", true, "")
 		p.need("autoscaling:CompleteLifecycleAction", true, "")
-		group := "lifeboat-check-probe"
-		if len(r.groups) > 0 {
-			group = r.groups[0].name // resource-scoped policies name real groups
-		}
 		_, err := r.c.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 			AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(probeHook), InstanceId: aws.String(probeInstanceID)})
 		p.record("autoscaling:RecordLifecycleActionHeartbeat", err)
@@ -202,6 +204,17 @@ func (r *run) probePermissions(ctx context.Context) {
 			AutoScalingGroupName: aws.String(group), LifecycleHookName: aws.String(probeHook), InstanceId: aws.String(probeInstanceID),
 			LifecycleActionResult: aws.String("CONTINUE")})
 		p.record("autoscaling:CompleteLifecycleAction", err)
+	}
+	if r.cfg.ScaleInProtection && r.c.AutoScaling != nil {
+		// The probe instance is in no group: AWS refuses the change after
+		// authorizing it, so nothing is protected or lifted.
+		p.need("autoscaling:DescribeAutoScalingInstances", true, "")
+		p.need("autoscaling:SetInstanceProtection", true, "")
+		_, err := r.c.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{probeInstanceID}})
+		p.record("autoscaling:DescribeAutoScalingInstances", err)
+		_, err = r.c.AutoScaling.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{
+			AutoScalingGroupName: aws.String(group), InstanceIds: []string{probeInstanceID}, ProtectedFromScaleIn: aws.Bool(false)})
+		p.record("autoscaling:SetInstanceProtection", err)
 	}
 	if r.cfg.PrivateDNSLookup && r.c.EC2 != nil {
 		p.need("ec2:DescribeInstances", true, "")

@@ -222,6 +222,20 @@ func (f *fakeAWS) CompleteLifecycleAction(context.Context, *autoscaling.Complete
 	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with instance ID i-00000000000000000"}
 }
 
+func (f *fakeAWS) SetInstanceProtection(context.Context, *autoscaling.SetInstanceProtectionInput, ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
+	if err := f.err("autoscaling:SetInstanceProtection"); err != nil {
+		return nil, err
+	}
+	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "The instance i-00000000000000000 is not part of Auto Scaling group lifeboat-check-probe."}
+}
+
+func (f *fakeAWS) DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
+	if err := f.err("autoscaling:DescribeAutoScalingInstances"); err != nil {
+		return nil, err
+	}
+	return &autoscaling.DescribeAutoScalingInstancesOutput{}, nil
+}
+
 func (f *fakeAWS) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
 	if err := f.err("sts:GetCallerIdentity"); err != nil {
 		return nil, err
@@ -308,6 +322,9 @@ func TestPermissions(t *testing.T) {
 		{"managed tag allowed", nil, []string{"--managed-tag", "team/lb"}, OK, []string{"ec2:DescribeTags"}},
 		{"managed tag dry run denied", []string{"ec2:DescribeTags"}, []string{"--managed-tag", "team/lb"}, Fail,
 			[]string{"DENIED (lifeboat run needs them): ec2:DescribeTags"}},
+		{"scale-in protection allowed", nil, []string{"--scale-in-protection"}, OK, []string{"autoscaling:DescribeAutoScalingInstances, autoscaling:SetInstanceProtection"}},
+		{"scale-in protection denied", []string{"autoscaling:SetInstanceProtection"}, []string{"--scale-in-protection"}, Fail,
+			[]string{"DENIED (lifeboat run needs them): autoscaling:SetInstanceProtection"}},
 		{"check permission denied", []string{"events:ListRules"}, nil, Warn,
 			[]string{"denied (only lifeboat check needs them): events:ListRules"}},
 	}
