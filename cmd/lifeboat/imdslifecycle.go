@@ -11,10 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"lifeboat.dev/lifeboat/internal/asg"
+	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/imdsflow"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
+
+// buildRefuses: this build has everything.
+func buildRefuses(config.Config) error { return nil }
 
 // imdsLifecycle wires --imds-complete-lifecycle: an Auto Scaling client
 // with the SDK's default credentials (the instance role), which finds the
