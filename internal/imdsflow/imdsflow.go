@@ -2,7 +2,9 @@
 // cache watches only this node, the source polls this instance's metadata,
 // the controller works on this node only, and the reboot rule undoes
 // lifeboat's cordon once the node has rebooted for the maintenance it was
-// cordoned for (docs/imds.md).
+// cordoned for, and, when asked, the node's own terminate lifecycle actions
+// ride on its termination event to be heartbeated and completed
+// (docs/imds.md).
 package imdsflow
 
 import (
