@@ -14,6 +14,10 @@ import (
 	"io"
 
 	"golang.org/x/sync/errgroup"
+
+	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/controller"
+	"lifeboat.dev/lifeboat/internal/imdsflow"
 )
 
 var errIMDSOnly = errors.New("this build of lifeboat (lifeboat-imds) runs only --mode imds; queue mode and check are in the lifeboat binary of the same image")
@@ -21,6 +25,21 @@ var errIMDSOnly = errors.New("this build of lifeboat (lifeboat-imds) runs only -
 func (a *app) startQueue(context.Context, *errgroup.Group) error {
 	return usageError{errIMDSOnly, "lifeboat run --help"}
 }
+
+// errIMDSLifecycle: completing the lifecycle action needs the Auto Scaling
+// client, which this build leaves out.
+var errIMDSLifecycle = errors.New("--imds-complete-lifecycle needs the Auto Scaling client, which this build of lifeboat (lifeboat-imds) does not include: run the lifeboat binary of the same image (chart: daemonsetCommand: [])")
+
+// buildRefuses refuses, at start, what this build leaves out.
+func buildRefuses(cfg config.Config) error {
+	if cfg.IMDSCompleteLifecycle {
+		return usageError{errIMDSLifecycle, "lifeboat run --help"}
+	}
+	return nil
+}
+
+// imdsLifecycle: buildRefuses refused --imds-complete-lifecycle.
+func (a *app) imdsLifecycle(context.Context, *controller.Deps, *imdsflow.Options) error { return nil }
 
 func checkCommand(context.Context, []string, func(string) string, io.Writer, io.Writer) error {
 	return usageError{errIMDSOnly, "lifeboat --help"}

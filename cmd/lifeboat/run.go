@@ -45,6 +45,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if !ok {
 		return err
 	}
+	if err := buildRefuses(cfg); err != nil {
+		return err
+	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "version", version, "mode", cfg.Mode, "dryRun", cfg.DryRun)
 	for _, w := range cfg.Warnings {
@@ -64,7 +67,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case config.ModeQueue:
 		err = a.startQueue(ctx, g)
 	case config.ModeIMDS:
-		a.startIMDS(ctx, g)
+		err = a.startIMDS(ctx, g)
 	}
 	if err != nil {
 		g.Go(func() error { return err }) // stop what started, then report
@@ -177,18 +180,22 @@ func (a *app) policy() plan.Policy {
 // Node and acts only on it. There is no election: every pod works, so
 // readiness follows its source (the flag, not the lifeboat_leader gauge,
 // which stays 0).
-func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) {
+func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) error {
 	index := nodes.New(a.kube.main, nodes.Options{OnlyNode: a.cfg.NodeName})
-	g.Go(func() error { index.Run(ctx); return nil })
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)
-	a.ready.leader.Bool.Store(true)
 	o := imdsflow.Options{
 		NodeName: a.cfg.NodeName, Endpoint: a.cfg.IMDSEndpoint, AllowV1: a.cfg.IMDSAllowV1, Poll: a.cfg.IMDSPoll,
 		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin, RebalanceCordonExpiry: a.cfg.RebalanceCordonExpiry,
 		OnPoll: a.ready.source.Store,
 	}
+	if err := a.imdsLifecycle(ctx, &deps, &o); err != nil {
+		return err
+	}
+	g.Go(func() error { index.Run(ctx); return nil })
+	a.ready.leader.Bool.Store(true)
 	g.Go(func() error { return imdsflow.Run(ctx, o, deps, drainer) })
+	return nil
 }
 
 // elect runs lead while this replica leads (or always, without leader

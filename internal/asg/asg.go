@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/smithy-go"
 	"k8s.io/utils/clock"
 
@@ -81,8 +82,16 @@ func (c *Client) Hook(ctx context.Context, group, hook string) (lifecycle.Hook, 
 	if len(out.LifecycleHooks) == 0 {
 		return lifecycle.Hook{}, fmt.Errorf("describing lifecycle hook %s: not found", key)
 	}
-	lh := out.LifecycleHooks[0]
-	h = lifecycle.Hook{HeartbeatTimeout: time.Duration(aws.ToInt32(lh.HeartbeatTimeout)) * time.Second, DefaultResult: aws.ToString(lh.DefaultResult)}
+	h = hookOf(out.LifecycleHooks[0])
+	c.mu.Lock()
+	c.hooks[key] = h
+	c.mu.Unlock()
+	return h, nil
+}
+
+// hookOf reads a hook's timeouts, with AWS's defaults for those unset.
+func hookOf(lh types.LifecycleHook) lifecycle.Hook {
+	h := lifecycle.Hook{HeartbeatTimeout: time.Duration(aws.ToInt32(lh.HeartbeatTimeout)) * time.Second, DefaultResult: aws.ToString(lh.DefaultResult)}
 	if h.HeartbeatTimeout <= 0 {
 		h.HeartbeatTimeout = time.Hour // AWS's default
 	}
@@ -90,10 +99,7 @@ func (c *Client) Hook(ctx context.Context, group, hook string) (lifecycle.Hook, 
 	if h.GlobalTimeout <= 0 {
 		h.GlobalTimeout = min(100*h.HeartbeatTimeout, lifecycle.MaxGlobalTimeout)
 	}
-	c.mu.Lock()
-	c.hooks[key] = h
-	c.mu.Unlock()
-	return h, nil
+	return h
 }
 
 // Complete completes a lifecycle action with result (CONTINUE or ABANDON).

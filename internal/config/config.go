@@ -63,10 +63,13 @@ type Config struct {
 	ManagedTag     string
 
 	// IMDS mode.
-	IMDSEndpoint    string
-	IMDSPoll        time.Duration
-	IMDSAllowV1     bool
-	MaintenanceLead time.Duration
+	IMDSEndpoint string
+	IMDSPoll     time.Duration
+	IMDSAllowV1  bool
+	// IMDSCompleteLifecycle: in IMDS mode the node completes its own
+	// terminate lifecycle action (by instance ID, with its instance role).
+	IMDSCompleteLifecycle bool
+	MaintenanceLead       time.Duration
 
 	// What to do.
 	DrainKinds            []event.Kind

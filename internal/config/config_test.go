@@ -96,13 +96,37 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-func TestIMDSModeDisablesLifecycle(t *testing.T) {
-	c, err := Load([]string{"--mode", "imds", "--node-name", "ip-10-0-0-1.ec2.internal"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
+// In IMDS mode lifecycle actions are completed only with
+// --imds-complete-lifecycle (it needs Auto Scaling permissions on the
+// instance role); --complete-lifecycle, queue mode's, is refused there.
+func TestIMDSModeLifecycle(t *testing.T) {
+	imds := []string{"--mode", "imds", "--node-name", "ip-10-0-0-1.ec2.internal"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"off by default", nil, nil, false},
+		{"flag", []string{"--imds-complete-lifecycle"}, nil, true},
+		{"environment", nil, map[string]string{"LIFEBOAT_IMDS_COMPLETE_LIFECYCLE": "true"}, true},
+		{"region and endpoint accepted", []string{"--imds-complete-lifecycle", "--region", "eu-west-1", "--aws-endpoint", "autoscaling=http://127.0.0.1:1"}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(append(append([]string(nil), imds...), tc.args...), env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.CompleteLifecycle != tc.want {
+				t.Errorf("CompleteLifecycle = %v, want %v", c.CompleteLifecycle, tc.want)
+			}
+		})
 	}
-	if c.CompleteLifecycle {
-		t.Error("imds mode must not complete lifecycle actions")
+	if _, err := Load(append(imds, "--complete-lifecycle"), env(nil)); err == nil || !strings.Contains(err.Error(), "--complete-lifecycle is not supported in imds mode") {
+		t.Errorf("--complete-lifecycle in imds mode: error %v, want it refused", err)
+	}
+	if _, err := Load([]string{"--queue-url", "https://sqs.us-east-1.amazonaws.com/1/q", "--imds-complete-lifecycle"}, env(nil)); err == nil || !strings.Contains(err.Error(), "--imds-complete-lifecycle is not supported in queue mode") {
+		t.Errorf("--imds-complete-lifecycle in queue mode: error %v, want it refused", err)
 	}
 }
 

@@ -77,9 +77,11 @@ func (c *Config) validate(set map[string]bool) []error {
 				errs = append(errs, fmt.Errorf("--imds-endpoint %q is not a URL", c.IMDSEndpoint))
 			}
 		}
-		// In IMDS mode lifecycle actions cannot be completed; the default
-		// of --complete-lifecycle does not apply.
-		c.CompleteLifecycle = false
+		// In IMDS mode there is no token: the node completes only its own
+		// terminate action, by instance ID, and only when asked (it needs
+		// Auto Scaling permissions on the instance role); the default of
+		// --complete-lifecycle does not apply.
+		c.CompleteLifecycle = c.IMDSCompleteLifecycle
 	}
 	if c.ScheduledChangeLead < 0 || c.DeadlineMargin < 0 || c.EvictionBackoff < 100*time.Millisecond {
 		errs = append(errs, errors.New("--scheduled-change-lead and --deadline-margin must be ≥ 0 and --eviction-backoff ≥ 100ms"))

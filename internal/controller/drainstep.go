@@ -137,7 +137,7 @@ func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []eve
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "error").Inc()
 			return err
 		}
-		c.stopHeartbeats(w, a.Token)
+		c.stopHeartbeats(w, a.Key())
 	}
 	return nil
 }

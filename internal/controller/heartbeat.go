@@ -196,10 +196,10 @@ func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.L
 		return
 	}
 	c.mu.Lock()
-	_, running := w.beats[a.Token]
+	_, running := w.beats[a.Key()]
 	if w.instanceID == "" {
 		for _, e := range evs {
-			if e.Lifecycle != nil && e.Lifecycle.Token == a.Token {
+			if e.Lifecycle != nil && e.Lifecycle.Key() == a.Key() {
 				w.instanceID = e.InstanceID
 			}
 		}
@@ -211,33 +211,34 @@ func (c *Controller) startHeartbeats(ctx context.Context, w *nodeWork, a event.L
 	}
 	b := c.keepAlive(ctx, w, instanceID, a, c.heartbeatUntil(a, evs), func() { wake(w) })
 	c.mu.Lock()
-	w.beats[a.Token] = b
+	w.beats[a.Key()] = b
 	c.mu.Unlock()
 }
 
-// stopHeartbeats stops the heartbeats of one action of the node.
-func (c *Controller) stopHeartbeats(w *nodeWork, token string) {
+// stopHeartbeats stops the heartbeats of one action of the node (by its
+// event.LifecycleAction Key).
+func (c *Controller) stopHeartbeats(w *nodeWork, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b, ok := w.beats[token]; ok {
+	if b, ok := w.beats[key]; ok {
 		b.stop()
-		delete(w.beats, token)
+		delete(w.beats, key)
 	}
 }
 
 // withLifecycleDeadlines sets the deadline of terminate lifecycle events
-// with a token from their heartbeats' knowledge of the hook: the action's
+// that can be completed from their heartbeats' knowledge of the hook: the action's
 // start plus the hook's global timeout, or earlier while heartbeats fail.
 // It makes no API call.
 func (c *Controller) withLifecycleDeadlines(w *nodeWork, evs []event.Event) []event.Event {
 	out := make([]event.Event, len(evs))
 	for i, e := range evs {
 		out[i] = e
-		if e.Kind != event.LifecycleTerminate || e.Lifecycle == nil || e.Lifecycle.Token == "" || !e.Deadline.IsZero() {
+		if e.Kind != event.LifecycleTerminate || e.Lifecycle == nil || e.Lifecycle.Key() == "" || !e.Deadline.IsZero() {
 			continue
 		}
 		c.mu.Lock()
-		b := w.beats[e.Lifecycle.Token]
+		b := w.beats[e.Lifecycle.Key()]
 		c.mu.Unlock()
 		if b == nil {
 			continue

@@ -27,7 +27,7 @@ type nodeWork struct {
 	tickets    []Ticket
 	firstSeen  time.Time
 	wake       chan struct{}
-	beats      map[string]*beat // heartbeat loops by token
+	beats      map[string]*beat // heartbeat loops by action (event.LifecycleAction.Key)
 	reported   map[string]bool  // Event reasons already reported
 	notified   map[notify.Phase]bool
 	gated      bool       // counted in c.cordons until its first cordon is done

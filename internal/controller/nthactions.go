@@ -54,7 +54,7 @@ func (c *Controller) heartbeatUntil(a event.LifecycleAction, evs []event.Event) 
 	}
 	start := c.Clock.Now()
 	for _, e := range evs {
-		if e.Lifecycle != nil && e.Lifecycle.Token == a.Token && !e.Time.IsZero() {
+		if e.Lifecycle != nil && e.Lifecycle.Key() == a.Key() && !e.Time.IsZero() {
 			start = e.Time
 		}
 	}

@@ -79,6 +79,19 @@ type LifecycleAction struct {
 	Metadata    string `json:"notificationMetadata,omitempty"`
 }
 
+// Key identifies the action among a node's actions: its token, or, for an
+// action known without one (IMDS mode completes its own instance's action
+// by instance ID), its group and hook. "" when it cannot be completed.
+func (a LifecycleAction) Key() string {
+	if a.Token != "" {
+		return a.Token
+	}
+	if a.GroupName == "" || a.HookName == "" {
+		return ""
+	}
+	return a.GroupName + "/" + a.HookName
+}
+
 // Event is one thing AWS announced about one instance.
 type Event struct {
 	// ID is stable: derived from the content, never from the time it was read,
@@ -97,7 +110,9 @@ type Event struct {
 	// Region and Account come from the envelope when present.
 	Region  string `json:"region,omitempty"`
 	Account string `json:"account,omitempty"`
-	// Lifecycle is set for LifecycleTerminate and LifecycleLaunch from a queue.
+	// Lifecycle is set for LifecycleTerminate and LifecycleLaunch from a
+	// queue, and for LifecycleTerminate in IMDS mode when lifeboat completes
+	// the node's own action (no token: completed by instance ID).
 	Lifecycle *LifecycleAction `json:"lifecycle,omitempty"`
 }
 

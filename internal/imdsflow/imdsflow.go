@@ -2,7 +2,9 @@
 // cache watches only this node, the source polls this instance's metadata,
 // the controller works on this node only, and the reboot rule undoes
 // lifeboat's cordon once the node has rebooted for the maintenance it was
-// cordoned for (docs/imds.md).
+// cordoned for, and, when asked, the node's own terminate lifecycle actions
+// ride on its termination event to be heartbeated and completed
+// (docs/imds.md).
 package imdsflow
 
 import (
@@ -17,6 +19,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
@@ -40,6 +43,13 @@ type Options struct {
 	// OnPoll is told after each poll whether the metadata answered
 	// (readiness); optional.
 	OnPoll func(healthy bool)
+	// Lifecycle, if set, finds the node's terminate lifecycle actions when
+	// the metadata announces the termination (--imds-complete-lifecycle):
+	// the controller (deps.ASG and Policy.CompleteLifecycle set too)
+	// heartbeats them while it drains and completes them after.
+	Lifecycle LookupActions
+	// LifecycleTimeoutResult: see controller.Options.
+	LifecycleTimeoutResult lifecycle.Result
 }
 
 // Run runs IMDS mode until ctx ends. deps.Nodes must be an index
@@ -80,10 +90,11 @@ func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) e
 		},
 	})
 	ctrl := controller.New(deps, controller.Options{
-		Policy:                o.Policy,
-		DeadlineMargin:        o.DeadlineMargin,
-		CordonAnnotations:     rebootMarker(deps.Nodes, deps.Clock),
-		RebalanceCordonExpiry: o.RebalanceCordonExpiry,
+		Policy:                 o.Policy,
+		DeadlineMargin:         o.DeadlineMargin,
+		CordonAnnotations:      rebootMarker(deps.Nodes, deps.Clock),
+		RebalanceCordonExpiry:  o.RebalanceCordonExpiry,
+		LifecycleTimeoutResult: o.LifecycleTimeoutResult,
 	})
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.Run(ctx) })
@@ -93,7 +104,7 @@ func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) e
 			return nil
 		case <-ctrl.Started():
 		}
-		return source.Run(ctx, func(evs []event.Event) { ctrl.SubmitNode(o.NodeName, evs) })
+		return source.Run(ctx, func(evs []event.Event) { ctrl.SubmitNode(o.NodeName, withActions(ctx, log, o.Lifecycle, evs)) })
 	})
 	return g.Wait()
 }

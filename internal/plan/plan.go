@@ -110,8 +110,8 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 		if !e.Deadline.IsZero() && (pl.Deadline.IsZero() || e.Deadline.Before(pl.Deadline)) {
 			pl.Deadline = e.Deadline
 		}
-		if e.Kind == event.LifecycleTerminate && e.Lifecycle != nil && e.Lifecycle.Token != "" && p.CompleteLifecycle {
-			if !slices.ContainsFunc(pl.Lifecycle, func(a event.LifecycleAction) bool { return a.Token == e.Lifecycle.Token }) {
+		if e.Kind == event.LifecycleTerminate && e.Lifecycle != nil && e.Lifecycle.Key() != "" && p.CompleteLifecycle {
+			if !slices.ContainsFunc(pl.Lifecycle, func(a event.LifecycleAction) bool { return a.Key() == e.Lifecycle.Key() }) {
 				pl.Lifecycle = append(pl.Lifecycle, *e.Lifecycle)
 			}
 		}

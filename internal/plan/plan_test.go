@@ -22,6 +22,14 @@ func TestFor(t *testing.T) {
 	terminate := event.Event{ID: "lt-1", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &action}
 	terminateDup := terminate
 	terminateDup.ID = "lt-1-redelivered"
+	// IMDS mode: the node's own actions, no token, one per terminate hook.
+	self1 := event.LifecycleAction{GroupName: "g", HookName: "h1", Transition: event.TransitionTerminating}
+	self2 := event.LifecycleAction{GroupName: "g", HookName: "h2", Transition: event.TransitionTerminating}
+	selfTerm1 := event.Event{ID: "lt-s1", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &self1}
+	selfTerm2 := event.Event{ID: "lt-s2", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &self2}
+	selfTerm1Again := selfTerm1
+	selfTerm1Again.ID = "lt-s1-again"
+	noHook := event.Event{ID: "lt-nohook", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &event.LifecycleAction{GroupName: "g"}}
 	launch := event.Event{ID: "ll-1", Kind: event.LifecycleLaunch, InstanceID: "i-1234abcd", Lifecycle: &event.LifecycleAction{Token: "tok-2"}}
 	soon := event.Event{ID: "sc-1", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(5 * time.Minute)}
 	later := event.Event{ID: "sc-2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(3 * time.Hour)}
@@ -63,6 +71,14 @@ func TestFor(t *testing.T) {
 		{"lifecycle not completed when disabled", []event.Event{terminate}, Policy{DrainKinds: policy.DrainKinds}, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
 			Reason: event.LifecycleTerminate, EventIDs: []string{"lt-1"},
+		}},
+		{"token-less actions: one per hook, each once", []event.Event{selfTerm1, selfTerm2, selfTerm1Again}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
+			Lifecycle: []event.LifecycleAction{self1, self2}, Reason: event.LifecycleTerminate, EventIDs: []string{"lt-s1", "lt-s2", "lt-s1-again"},
+		}},
+		{"an action with neither token nor hook is not completed", []event.Event{noHook}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
+			Reason: event.LifecycleTerminate, EventIDs: []string{"lt-nohook"},
 		}},
 		{"launch is not a node plan", []event.Event{launch}, policy, Plan{}},
 		{"scheduled change inside the lead acts", []event.Event{soon}, policy, Plan{

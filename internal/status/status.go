@@ -164,17 +164,20 @@ func lifecycleOf(evs []event.Event, note string, st State) *Lifecycle {
 	if note != "" {
 		_ = json.Unmarshal([]byte(note), &done)
 	}
+	// The completion names its action by token, or by group and hook when
+	// it had none (IMDS mode).
+	doneKey := event.LifecycleAction{Token: done.Token, GroupName: done.Group, HookName: done.Hook}.Key()
 	for _, e := range evs {
 		if e.Kind != event.LifecycleTerminate || e.Lifecycle == nil {
 			continue
 		}
 		l := &Lifecycle{Group: e.Lifecycle.GroupName, Hook: e.Lifecycle.HookName, State: "pending"}
-		if done.Token != "" && done.Token == e.Lifecycle.Token {
+		if doneKey != "" && doneKey == e.Lifecycle.Key() {
 			l.State, l.Result = "completed", done.Result
 		}
 		return l
 	}
-	if st == Drained && done.Token != "" {
+	if st == Drained && doneKey != "" {
 		return &Lifecycle{Group: done.Group, Hook: done.Hook, State: "completed", Result: done.Result}
 	}
 	return nil

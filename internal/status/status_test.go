@@ -45,6 +45,9 @@ func TestBuild(t *testing.T) {
 	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, Deadline: now.Add(90 * time.Second)}
 	hook := event.Event{ID: "lifecycle-terminate-1", Kind: event.LifecycleTerminate,
 		Lifecycle: &event.LifecycleAction{GroupName: "workers", HookName: "drain", Token: "tok-1"}, Deadline: now.Add(10 * time.Minute)}
+	// IMDS mode: the node's own action, without a token.
+	selfHook := event.Event{ID: "lifecycle-terminate-2", Kind: event.LifecycleTerminate,
+		Lifecycle: &event.LifecycleAction{GroupName: "workers", HookName: "drain"}}
 	later := event.Event{ID: "sched-1", Kind: event.ScheduledChange, Deadline: now.Add(48 * time.Hour)}
 	taint := func(kind string) corev1.Taint {
 		return corev1.Taint{Key: "lifeboat.io/" + kind, Value: kind, Effect: corev1.TaintEffectNoSchedule}
@@ -88,6 +91,15 @@ func TestBuild(t *testing.T) {
 				{Name: "pending", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 3,
 					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "pending"}},
 			},
+		},
+		{
+			name: "token-less action (IMDS mode) completed",
+			nodes: []corev1.Node{
+				node("self", map[string]string{drain.AnnotationEvents: events(t, selfHook), controller.AnnotationLifecycle: `{"token":"","group":"workers","hook":"drain","result":"CONTINUE"}`},
+					taint("lifecycle-terminate")),
+			},
+			want: []Node{{Name: "self", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Pods: []Pod{},
+				Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "CONTINUE"}}},
 		},
 		{
 			name: "scheduled change ahead, drained node, sorted by deadline",

@@ -235,6 +235,35 @@ func TestChartModes(t *testing.T) {
 			},
 		},
 		{
+			name:   "imds mode runs lifeboat-imds; imdsCompleteLifecycle runs the full binary with the flag, region and endpoint",
+			values: map[string]any{"mode": "imds"},
+			check: func(t *testing.T, r *rendered) {
+				c := into[appsv1.DaemonSet](t, r.one(t, "DaemonSet")).Spec.Template.Spec.Containers[0]
+				if d := cmp.Diff([]string{"/usr/local/bin/lifeboat-imds"}, c.Command); d != "" {
+					t.Errorf("command (-want +got):\n%s", d)
+				}
+				on, err := render("lb", "lifeboat", map[string]any{"mode": "imds", "imdsCompleteLifecycle": true, "awsRegion": "eu-west-1", "awsEndpoint": "autoscaling=http://127.0.0.1:5000"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c = into[appsv1.DaemonSet](t, on.one(t, "DaemonSet")).Spec.Template.Spec.Containers[0]
+				if len(c.Command) != 0 {
+					t.Errorf("command %v with imdsCompleteLifecycle, want none (the image's entrypoint, lifeboat: lifeboat-imds refuses the flag)", c.Command)
+				}
+				checkSettings(t, c, map[string]string{"MODE": "imds", "LISTEN": ":8080", "DRY_RUN": "false", "LOG_LEVEL": "info",
+					"IMDS_COMPLETE_LIFECYCLE": "true", "REGION": "eu-west-1", "AWS_ENDPOINT": "autoscaling=http://127.0.0.1:5000"})
+				// A command of the user's own is kept.
+				own, err := render("lb", "lifeboat", map[string]any{"mode": "imds", "imdsCompleteLifecycle": true, "daemonsetCommand": []any{"/opt/wrapper", "lifeboat"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c = into[appsv1.DaemonSet](t, own.one(t, "DaemonSet")).Spec.Template.Spec.Containers[0]
+				if d := cmp.Diff([]string{"/opt/wrapper", "lifeboat"}, c.Command); d != "" {
+					t.Errorf("own command (-want +got):\n%s", d)
+				}
+			},
+		},
+		{
 			name:   "imds mode on the pod network, without node-scope policies",
 			values: map[string]any{"mode": "imds", "useHostNetwork": false, "rbac": map[string]any{"nodeScoped": false}},
 			check: func(t *testing.T, r *rendered) {
@@ -342,6 +371,8 @@ func TestChartRefuses(t *testing.T) {
 		{"contradicting mode names", map[string]any{"mode": "imds", "enableSqsTerminationDraining": true}, "mode=imds contradicts enableSqsTerminationDraining=true"},
 		{"queue option in imds mode", map[string]any{"mode": "imds", "queueURL": exampleQueue}, "queueURL applies only in queue mode"},
 		{"lifecycle option in imds mode", map[string]any{"mode": "imds", "heartbeatInterval": 30}, "heartbeatInterval applies only in queue mode"},
+		{"AWS endpoint in imds mode without lifecycle completion", map[string]any{"mode": "imds", "awsEndpoint": "http://127.0.0.1:5000"}, "awsEndpoint applies only in queue mode, or in imds mode with imdsCompleteLifecycle"},
+		{"imds lifecycle completion in queue mode", map[string]any{"queueURL": exampleQueue, "imdsCompleteLifecycle": true}, "imdsCompleteLifecycle applies only in imds mode"},
 		{"bad duration", map[string]any{"queueURL": exampleQueue, "deadlineMargin": "five seconds"}, "deadlineMargin"},
 		{"bad drain kind", map[string]any{"queueURL": exampleQueue, "drainOn": []any{"spot"}}, "drainOn"},
 		{"cordon only with drainOn", map[string]any{"queueURL": exampleQueue, "cordonOnly": true, "drainOn": []any{"spot-interruption"}}, "cordonOnly=true drains nothing"},

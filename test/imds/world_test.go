@@ -59,13 +59,18 @@ type worldOptions struct {
 	bin string
 	// env is added to lifeboat's environment.
 	env []string
+	// instanceID is the node's instance (default: a random one).
+	instanceID string
 }
 
 func newWorld(t testing.TB, o worldOptions) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	w := &world{t: t, ctx: ctx, instanceID: testenv.RandomInstanceID()}
+	w := &world{t: t, ctx: ctx, instanceID: o.instanceID}
+	if w.instanceID == "" {
+		w.instanceID = testenv.RandomInstanceID()
+	}
 	n := kube.Node(t, testenv.NodeSpec{InstanceID: w.instanceID, Unschedulable: o.cordoned})
 	w.node = n.Name
 	if o.bootID != "" {

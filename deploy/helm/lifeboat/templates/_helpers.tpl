@@ -125,6 +125,9 @@ refuses the others). */}}
 {{- end }}
 {{- include "lifeboat.flag" (list "log-format" $logFormat) }}
 {{- if eq $mode "queue" }}
+{{- if .Values.imdsCompleteLifecycle }}
+{{- fail "imdsCompleteLifecycle applies only in imds mode (mode is queue): queue mode completes lifecycle actions with completeLifecycle" }}
+{{- end }}
 {{- include "lifeboat.flag" (list "queue-url" (required "queueURL is required in queue mode (the SQS queue of deploy/aws/lifeboat.cfn.json)" .Values.queueURL)) }}
 {{- include "lifeboat.flag" (list "region" .Values.awsRegion) }}
 {{- include "lifeboat.flag" (list "aws-endpoint" .Values.awsEndpoint) }}
@@ -163,7 +166,10 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "lease-duration" .Values.leaderElection.leaseDuration) }}
 {{- end }}
 {{- else }}
-{{- range $k, $v := dict "queueURL" .Values.queueURL "awsEndpoint" .Values.awsEndpoint "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult "nodeScope" .Values.nodeScope "karpenterNodes" .Values.karpenterNodes "volumeDetachTimeout" .Values.volumeDetachTimeout }}
+{{- if and .Values.awsEndpoint (not .Values.imdsCompleteLifecycle) }}
+{{- fail "awsEndpoint applies only in queue mode, or in imds mode with imdsCompleteLifecycle (mode is imds)" }}
+{{- end }}
+{{- range $k, $v := dict "queueURL" .Values.queueURL "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult "nodeScope" .Values.nodeScope "karpenterNodes" .Values.karpenterNodes "volumeDetachTimeout" .Values.volumeDetachTimeout }}
 {{- if $v }}
 {{- fail (printf "%s applies only in queue mode (mode is imds)" $k) }}
 {{- end }}
@@ -179,6 +185,11 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "imds-endpoint" .Values.instanceMetadataURL) }}
 {{- include "lifeboat.flag" (list "imds-poll-interval" .Values.imdsPollInterval) }}
 {{- include "lifeboat.flag" (list "imds-allow-v1" .Values.imdsAllowV1) }}
+{{- if .Values.imdsCompleteLifecycle }}
+{{- include "lifeboat.flag" (list "imds-complete-lifecycle" true) }}
+{{- include "lifeboat.flag" (list "region" .Values.awsRegion) }}
+{{- include "lifeboat.flag" (list "aws-endpoint" .Values.awsEndpoint) }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -219,8 +230,8 @@ itself) and, in imds mode, its node, from the downward API. */}}
 - name: lifeboat
   image: {{ include "lifeboat.image" . | quote }}
   imagePullPolicy: {{ .Values.image.pullPolicy }}
-  {{- if and (eq (include "lifeboat.mode" .) "imds") .Values.daemonsetCommand }}
-  command: {{ toJson .Values.daemonsetCommand }}
+  {{- with include "lifeboat.daemonsetCommand" . }}
+  command: {{ . }}
   {{- end }}
   args:
     - run
@@ -320,5 +331,18 @@ image.pullSecrets (names). */}}
 {{- end }}
 {{- range .Values.image.pullSecrets }}
 - name: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+
+{{/* The DaemonSet's command (JSON; empty: the image's entrypoint,
+lifeboat). lifeboat-imds has no Auto Scaling client: with
+imdsCompleteLifecycle the default command gives way to the entrypoint. */}}
+{{- define "lifeboat.daemonsetCommand" -}}
+{{- $cmd := .Values.daemonsetCommand }}
+{{- if and (eq (include "lifeboat.mode" .) "imds") $cmd }}
+{{- if not (and .Values.imdsCompleteLifecycle (eq (base (first $cmd)) "lifeboat-imds")) }}
+{{- toJson $cmd }}
+{{- end }}
 {{- end }}
 {{- end -}}
