@@ -37,26 +37,7 @@ type running struct {
 // for /healthz.
 func (w *world) run(name string, extra ...string) *running {
 	w.t.Helper()
-	port, err := testenv.FreePort()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	args := append(append([]string{"run", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, w.flags()...), extra...)
-	p, err := testenv.StartProcess(name, lifeboatBin, args, testenv.AWSEnv(), w.t.TempDir())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() {
-		p.Stop()
-		if w.t.Failed() {
-			w.t.Logf("---- %s log ----\n%s", name, p.Tail(100))
-		}
-	})
-	r := &running{proc: p, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	if err := testenv.WaitHTTP(w.ctx, p, nil, r.base+"/healthz"); err != nil {
-		w.t.Fatal(err)
-	}
-	return r
+	return w.runEnv(name, nil, extra...)
 }
 
 func (r *running) get(t *testing.T, path string) (int, string) {
