@@ -33,8 +33,10 @@ var _ sqsAPI = (*sqs.Client)(nil)
 
 // SQS limits.
 const (
-	maxMessages   = 10
-	longPoll      = 20 * time.Second
+	maxMessages = 10
+	longPoll    = 20 * time.Second
+	// receiveSlack bounds a receive beyond its long poll (a slow answer).
+	receiveSlack  = 5 * time.Second
 	maxVisibility = 12 * time.Hour
 )
 
@@ -172,7 +174,15 @@ func (s *Source) handBack(ctx context.Context) {
 func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
 	backoff := time.Second
 	for ctx.Err() == nil {
-		msgs, err := s.receive(ctx)
+		// A long poll already sent is let finish, never abandoned: SQS
+		// may still hand an abandoned poll the messages that become
+		// visible while it waits, including those handed back on the way
+		// out, and they would stay hidden for a whole visibility timeout
+		// (TestHoldReleaseAck caught it). What it receives after the stop
+		// is handed back with the rest. So a stop waits up to one long poll.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), longPoll+receiveSlack)
+		msgs, err := s.receive(rctx)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -189,6 +199,9 @@ func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
 		}
 		backoff = time.Second
 		s.o.OnReceive()
+		if ctx.Err() != nil {
+			return // stopped during the poll: handed back, not worked on
+		}
 		for _, m := range msgs {
 			select {
 			case work <- m:
