@@ -174,7 +174,11 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		// a runs again while b drains: it must exit, not act.
 		resumed = time.Now()
 		must(a.p.signal(syscall.SIGCONT))
-		must(eventually(ctx, 10*time.Second, "the resumed old leader to exit", func() (bool, error) {
+		// Its exit takes noticing the lost Lease, then its long polls in
+		// flight (up to 5 s: the SQS source lets them finish so that SQS
+		// cannot give a handed-back message to an abandoned poll), then
+		// handing back what it holds.
+		must(eventually(ctx, 20*time.Second, "the resumed old leader to exit", func() (bool, error) {
 			done, _ := a.p.exited()
 			return done, nil
 		}))

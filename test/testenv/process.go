@@ -106,7 +106,7 @@ func (p *Process) Stop() {
 		_ = syscall.Kill(pgid, syscall.SIGTERM)
 		select {
 		case <-p.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(15 * time.Second): // lifeboat's stop waits out its long polls (5 s) and hands messages back
 			_ = syscall.Kill(pgid, syscall.SIGKILL)
 			<-p.done
 		}
