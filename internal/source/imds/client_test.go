@@ -1,6 +1,7 @@
 package imds
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -269,4 +270,81 @@ func TestClientRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientConnections: the client reads on over a connection the
+// service closes after each answer, or drops while idle, and gives up on
+// one that never answers within the header timeout of each attempt.
+func TestClientConnections(t *testing.T) {
+	docs := map[string]string{PathInstanceID: testInstance}
+	t.Run("Connection: close", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(&httpIMDS{tokens: true, requireV2: true, docs: docs})
+		srv.Config.SetKeepAlivesEnabled(false)
+		srv.Start()
+		defer srv.Close()
+		c := NewClient(srv.URL, false)
+		for range 3 {
+			if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+				t.Fatalf("Get = %q, %v", body, err)
+			}
+		}
+	})
+	t.Run("idle connection dropped", func(t *testing.T) {
+		srv := httptest.NewServer(&httpIMDS{tokens: true, requireV2: true, docs: docs})
+		defer srv.Close()
+		c := NewClient(srv.URL, false)
+		for range 3 {
+			if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+				t.Fatalf("Get = %q, %v", body, err)
+			}
+			srv.CloseClientConnections()
+		}
+	})
+	t.Run("no answer", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() { // accept and say nothing
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+			}
+		}()
+		start := time.Now()
+		_, err = NewClient("http://"+ln.Addr().String(), false).Get(t.Context(), PathInstanceID)
+		if err == nil {
+			t.Fatal("Get from a service that never answers: no error")
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("gave up after %v, want about 3 × 500 ms plus backoff", d)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			conn, err := ln.Accept()
+			if err == nil {
+				defer conn.Close()
+				time.Sleep(5 * time.Second)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := NewClient("http://"+ln.Addr().String(), false).Get(ctx, PathInstanceID); err == nil {
+			t.Fatal("Get after its context ended: no error")
+		}
+		if d := time.Since(start); d > 400*time.Millisecond {
+			t.Errorf("a canceled Get returned after %v", d)
+		}
+	})
 }
