@@ -194,10 +194,9 @@ func (c *Client) dropToken() {
 // It writes the request and reads the answer itself (net/http's
 // Request.Write and ReadResponse over one net.Conn) rather than through an
 // http.Transport: the Transport hands every request to two goroutines of
-// its own (writeLoop, readLoop), and those wake-ups were most of an idle
-// node's CPU. Measured on this machine, three GETs a second: 3.8 s/h of CPU
-// through http.Client, 2.3 s/h this way, 0.3-0.6 s/h for a process that
-// only wakes once a second (docs/benchmarks.md).
+// its own (writeLoop, readLoop), and such thread wake-ups, not the HTTP
+// work, are most of what an idle node's polling costs in CPU
+// (docs/benchmarks.md, "Where an idle second's CPU goes").
 func (c *Client) do(ctx context.Context, method, path, header, value string) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
