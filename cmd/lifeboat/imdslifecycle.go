@@ -6,15 +6,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
 	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/imdsflow"
-	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
 // buildRefuses: this build has everything.
@@ -30,7 +31,13 @@ func (a *app) imdsLifecycle(ctx context.Context, deps *controller.Deps, o *imdsf
 	// On a node the region and the role's credentials come from the
 	// metadata service lifeboat already reads (--imds-endpoint), unless the
 	// environment or --region gives them.
-	md := imdssrc.NewClient(a.cfg.IMDSEndpoint, a.cfg.IMDSAllowV1)
+	fallback := aws.FalseTernary
+	if a.cfg.IMDSAllowV1 {
+		fallback = aws.TrueTernary
+	}
+	// The SDK's own metadata client: its credential and region providers
+	// take no other (lifeboat's Client only reads the event paths).
+	md := awsimds.New(awsimds.Options{Endpoint: a.cfg.IMDSEndpoint, ClientEnableState: awsimds.ClientEnabled, EnableFallback: fallback})
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsClientDefaults,
 		awsconfig.WithEC2IMDSRegion(func(o *awsconfig.UseEC2IMDSRegion) { o.Client = md }),
 		awsconfig.WithEC2RoleCredentialOptions(func(o *ec2rolecreds.Options) { o.Client = md }),

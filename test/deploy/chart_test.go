@@ -242,6 +242,15 @@ func TestChartModes(t *testing.T) {
 				if d := cmp.Diff([]string{"/usr/local/bin/lifeboat-imds"}, c.Command); d != "" {
 					t.Errorf("command (-want +got):\n%s", d)
 				}
+				goEnv := map[string]string{}
+				for _, e := range c.Env {
+					if strings.HasPrefix(e.Name, "GO") {
+						goEnv[e.Name] = e.Value
+					}
+				}
+				if d := cmp.Diff(map[string]string{"GOGC": "50", "GOMEMLIMIT": "20MiB", "GOMAXPROCS": "1"}, goEnv); d != "" {
+					t.Errorf("the DaemonSet's Go runtime settings (-want +got):\n%s", d)
+				}
 				on, err := render("lb", "lifeboat", map[string]any{"mode": "imds", "imdsCompleteLifecycle": true, "awsRegion": "eu-west-1", "awsEndpoint": "autoscaling=http://127.0.0.1:5000"})
 				if err != nil {
 					t.Fatal(err)

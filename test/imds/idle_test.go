@@ -62,7 +62,11 @@ func TestIdle(t *testing.T) {
 	t.Logf("API server requests from every client during %v idle: %v", idle, serverDelta)
 	t.Logf("lifeboat's own requests since start: %v", lb1)
 	reads := all1 - all0
-	if want := int(float64(idle/pollInterval) * float64(len(imdssrc.Paths)) * 0.7); reads < want {
+	// The urgent paths at every poll, the scheduled ones every
+	// DefaultScheduledEvery-th.
+	polls := float64(idle / pollInterval)
+	perPoll := float64(len(imdssrc.UrgentPaths)) + float64(len(imdssrc.Paths)-len(imdssrc.UrgentPaths))/imdssrc.DefaultScheduledEvery
+	if want := int(polls * perPoll * 0.7); reads < want {
 		t.Errorf("metadata requests while idle = %d, want ≥ %d", reads, want)
 	}
 	if v1 != 0 {

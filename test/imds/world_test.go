@@ -37,8 +37,10 @@ type world struct {
 	ownPod     string
 	mock       *testenv.IMDS
 	proxy      *imdsProxy
-	lb         *testenv.Lifeboat
-	imdsOpts   testenv.IMDSOptions
+	// started is when lifeboat's process was started.
+	started  time.Time
+	lb       *testenv.Lifeboat
+	imdsOpts testenv.IMDSOptions
 }
 
 type worldOptions struct {
@@ -114,6 +116,7 @@ func newWorld(t testing.TB, o worldOptions) *world {
 	if o.bin != "" {
 		bin = o.bin
 	}
+	w.started = time.Now()
 	w.lb, err = testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Args: args, Dir: t.TempDir(), Env: o.env})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkPollQuiet is one idle poll (every signal path read once, nothing
-// announced) through the SDK's metadata client against a local HTTP
+// announced) through the metadata Client against a local HTTP
 // server: the per-poll cost behind IMDS mode's idle CPU (a poll a second
 // at the chart's default). The server's own work is in the figure too.
 //

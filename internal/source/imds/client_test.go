@@ -1,6 +1,9 @@
 package imds
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,7 +114,7 @@ func TestClientModes(t *testing.T) {
 	}
 }
 
-// TestClientDown: nothing listens; the SDK's retries and timeouts end in an
+// TestClientDown: nothing listens; the client's retries and timeouts end in an
 // error well within a poll's budget.
 func TestClientDown(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
@@ -129,7 +132,7 @@ func TestClientDown(t *testing.T) {
 
 // A token endpoint that starts answering 404 after lifeboat has its
 // instance ID (tokens rejected with 401, no new one to be had) is an
-// outage, not "every path is absent": the real SDK's error must be
+// outage, not "every path is absent": the client's error must be
 // recognised as a token failure.
 func TestClientTokenLostIsAnOutage(t *testing.T) {
 	h := &httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance}}
@@ -150,4 +153,198 @@ func TestClientTokenLostIsAnOutage(t *testing.T) {
 	if !tokenFailed(err) {
 		t.Errorf("error not recognised as a token failure: %v", err)
 	}
+}
+
+// TestClientToken: one token for many reads over one kept-alive
+// connection; a new token when the cached one is about to expire and after
+// a 401.
+func TestClientToken(t *testing.T) {
+	h := &httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance}}
+	srv := httptest.NewUnstartedServer(h)
+	var mu sync.Mutex
+	conns := 0
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c := NewClient(srv.URL, false)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	get := func() {
+		t.Helper()
+		body, err := c.Get(t.Context(), PathInstanceID)
+		if err != nil || string(body) != testInstance {
+			t.Fatalf("Get = %q, %v", body, err)
+		}
+	}
+	puts := func() int { h.mu.Lock(); defer h.mu.Unlock(); return h.puts }
+	for range 20 {
+		get()
+	}
+	if p := puts(); p != 1 {
+		t.Errorf("token PUTs after 20 reads = %d, want 1", p)
+	}
+	mu.Lock()
+	if conns != 1 {
+		t.Errorf("connections for 20 reads = %d, want 1 (kept alive)", conns)
+	}
+	mu.Unlock()
+	now = now.Add(tokenTTL - tokenMargin)
+	get()
+	if p := puts(); p != 2 {
+		t.Errorf("token PUTs after the token's time = %d, want 2", p)
+	}
+	h.mu.Lock()
+	h.rejectAll = true // the service restarted: tokens it gave are refused
+	h.mu.Unlock()
+	go func() { // accept tokens again once the client asked for a new one
+		for puts() < 3 {
+			time.Sleep(time.Millisecond)
+		}
+		h.mu.Lock()
+		h.rejectAll = false
+		h.mu.Unlock()
+	}()
+	get()
+	if p := puts(); p < 3 {
+		t.Errorf("token PUTs after a 401 = %d, want a new token", p)
+	}
+}
+
+// flaky answers 503 to the first n GETs, then serves h.
+type flaky struct {
+	mu sync.Mutex
+	n  int
+	h  http.Handler
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	fail := r.Method == http.MethodGet && f.n > 0
+	if fail {
+		f.n--
+	}
+	f.mu.Unlock()
+	if fail {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	f.h.ServeHTTP(w, r)
+}
+
+// TestClientRetries: a 5xx is tried again, up to 3 attempts in all; a 404
+// is an answer, not retried.
+func TestClientRetries(t *testing.T) {
+	tests := []struct {
+		name     string
+		failures int
+		path     string
+		wantCode int // 0: the body
+	}{
+		{"two 503s, then the answer", 2, PathInstanceID, 0},
+		{"three 503s: the error", 3, PathInstanceID, http.StatusServiceUnavailable},
+		{"404 at once", 0, PathSpot, http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance}}
+			srv := httptest.NewServer(&flaky{n: tt.failures, h: h})
+			defer srv.Close()
+			body, err := NewClient(srv.URL, false).Get(t.Context(), tt.path)
+			var herr *HTTPError
+			switch {
+			case tt.wantCode == 0 && (err != nil || string(body) != testInstance):
+				t.Fatalf("Get = %q, %v; want %q", body, err, testInstance)
+			case tt.wantCode != 0 && (!errors.As(err, &herr) || herr.Code != tt.wantCode):
+				t.Fatalf("Get error = %v, want HTTP %d", err, tt.wantCode)
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if tt.path == PathSpot && h.gets != 1 {
+				t.Errorf("GETs for a 404 = %d, want 1", h.gets)
+			}
+		})
+	}
+}
+
+// TestClientConnections: the client reads on over a connection the
+// service closes after each answer, or drops while idle, and gives up on
+// one that never answers within the header timeout of each attempt.
+func TestClientConnections(t *testing.T) {
+	docs := map[string]string{PathInstanceID: testInstance}
+	t.Run("Connection: close", func(t *testing.T) {
+		srv := httptest.NewUnstartedServer(&httpIMDS{tokens: true, requireV2: true, docs: docs})
+		srv.Config.SetKeepAlivesEnabled(false)
+		srv.Start()
+		defer srv.Close()
+		c := NewClient(srv.URL, false)
+		for range 3 {
+			if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+				t.Fatalf("Get = %q, %v", body, err)
+			}
+		}
+	})
+	t.Run("idle connection dropped", func(t *testing.T) {
+		srv := httptest.NewServer(&httpIMDS{tokens: true, requireV2: true, docs: docs})
+		defer srv.Close()
+		c := NewClient(srv.URL, false)
+		for range 3 {
+			if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+				t.Fatalf("Get = %q, %v", body, err)
+			}
+			srv.CloseClientConnections()
+		}
+	})
+	t.Run("no answer", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() { // accept and say nothing
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+			}
+		}()
+		start := time.Now()
+		_, err = NewClient("http://"+ln.Addr().String(), false).Get(t.Context(), PathInstanceID)
+		if err == nil {
+			t.Fatal("Get from a service that never answers: no error")
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("gave up after %v, want about 3 × 500 ms plus backoff", d)
+		}
+	})
+	t.Run("canceled", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			conn, err := ln.Accept()
+			if err == nil {
+				defer conn.Close()
+				time.Sleep(5 * time.Second)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := NewClient("http://"+ln.Addr().String(), false).Get(ctx, PathInstanceID); err == nil {
+			t.Fatal("Get after its context ended: no error")
+		}
+		if d := time.Since(start); d > 400*time.Millisecond {
+			t.Errorf("a canceled Get returned after %v", d)
+		}
+	})
 }

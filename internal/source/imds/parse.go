@@ -23,8 +23,14 @@ const (
 	PathInstanceID = "instance-id"
 )
 
-// Paths are the signal paths polled every interval, in polling order.
+// Paths are every signal path, in polling order.
 var Paths = []string{PathSpot, PathRebalance, PathScheduled, PathHistory, PathTargetState}
+
+// UrgentPaths are read at every poll: a Spot interruption gives two
+// minutes, a rebalance recommendation and an Auto Scaling termination
+// less. The other paths (scheduled maintenance and its history) are read
+// every Options.ScheduledEvery polls.
+var UrgentPaths = []string{PathSpot, PathRebalance, PathTargetState}
 
 // Maintenance event states (events/maintenance/*: State).
 const (

@@ -1,5 +1,5 @@
 // Package imds is lifeboat's IMDS-mode event source: it polls the instance
-// metadata service (IMDSv2, through aws-sdk-go-v2's feature/ec2/imds) of the
+// metadata service (IMDSv2, through its own small client: Client) of the
 // node lifeboat runs on and turns what it announces (Spot instance-action,
 // rebalance recommendation, scheduled maintenance and its history, Auto
 // Scaling target-lifecycle-state) into events.
@@ -16,28 +16,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/event"
 )
 
-// metadataAPI is the part of the SDK client the source uses.
+// metadataAPI reads one metadata path (Client is one): its body, an
+// error with HTTPStatusCode() for an answer other than 200, a *TokenError
+// when no session token could be had.
 type metadataAPI interface {
-	GetMetadata(ctx context.Context, params *awsimds.GetMetadataInput, optFns ...func(*awsimds.Options)) (*awsimds.GetMetadataOutput, error)
+	Get(ctx context.Context, path string) ([]byte, error)
 }
 
-var _ metadataAPI = (*awsimds.Client)(nil)
+var _ metadataAPI = (*Client)(nil)
 
 // maxBody bounds what is read of one metadata document.
 const maxBody = 1 << 20
+
+// DefaultScheduledEvery is Options.ScheduledEvery when it is not set.
+const DefaultScheduledEvery = 30
 
 // maxSeen bounds the remembered event IDs; an instance sees a handful.
 const maxSeen = 1024
@@ -52,6 +55,12 @@ type Options struct {
 	// Seen are event IDs already handled before this process started (a
 	// reboot maintenance undone after the reboot): they are never submitted.
 	Seen []string
+	// ScheduledEvery: scheduled maintenance and its history are read at
+	// every ScheduledEvery-th poll (default 30: every 30 s at the default
+	// interval), the UrgentPaths at every poll. AWS announces maintenance
+	// days to weeks ahead, so reading it every second only costs CPU on
+	// every node (two of five reads a poll). 1 reads every path every poll.
+	ScheduledEvery int
 	// OnPoll is called after every poll: nil when every path answered (200
 	// or 404), else the error. It feeds readiness and metrics.
 	OnPoll func(err error)
@@ -79,6 +88,9 @@ func New(api metadataAPI, clk clock.WithTicker, log *slog.Logger, o Options) *So
 	if o.MaxBackoff < o.Interval {
 		o.MaxBackoff = max(10*time.Second, o.Interval)
 	}
+	if o.ScheduledEvery <= 0 {
+		o.ScheduledEvery = DefaultScheduledEvery
+	}
 	if o.OnPoll == nil {
 		o.OnPoll = func(error) {}
 	}
@@ -105,8 +117,18 @@ func (s *Source) InstanceID() string {
 func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 	failing := false
 	backoff := s.o.Interval
+	// Every path at the first poll and after a failed one (the slow paths
+	// may be what failed); the urgent ones alone in between.
+	sinceFull, full := 0, true
 	for {
-		err := s.Poll(ctx, submit)
+		paths := UrgentPaths
+		if full || sinceFull+1 >= s.o.ScheduledEvery {
+			paths, sinceFull = Paths, 0
+		} else {
+			sinceFull++
+		}
+		err := s.poll(ctx, submit, paths)
+		full = err != nil
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -136,19 +158,24 @@ func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 }
 
 // Poll reads every signal path once and submits the events not seen
-// before, all in one batch. It returns the errors of the paths that did
+// before, all in one batch (Run reads the urgent paths alone at most polls). It returns the errors of the paths that did
 // not answer; when the service does not answer at all it stops at the
 // first such path. Cancellations (canceled or completed maintenance) are held
 // back until a poll in which every path answered, so that an undo is never
 // planned without the signals that would keep the node cordoned.
 func (s *Source) Poll(ctx context.Context, submit func([]event.Event)) error {
+	return s.poll(ctx, submit, Paths)
+}
+
+// poll reads paths (Paths or UrgentPaths) once: Poll's work.
+func (s *Source) poll(ctx context.Context, submit func([]event.Event), paths []string) error {
 	id, err := s.readInstanceID(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	var found []event.Event
-	for _, p := range Paths {
+	for _, p := range paths {
 		body, ok, err := s.get(ctx, p)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reading %s: %w", p, err))
@@ -207,17 +234,12 @@ func (s *Source) readInstanceID(ctx context.Context) (string, error) {
 
 // get reads one metadata path: its body, or ok false for a 404.
 func (s *Source) get(ctx context.Context, path string) (body []byte, ok bool, err error) {
-	out, err := s.api.GetMetadata(ctx, &awsimds.GetMetadataInput{Path: path})
+	body, err = s.api.Get(ctx, path)
 	if err != nil {
 		var status interface{ HTTPStatusCode() int }
 		if errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotFound && !tokenFailed(err) {
 			return nil, false, nil
 		}
-		return nil, false, err
-	}
-	defer out.Content.Close()
-	body, err = io.ReadAll(io.LimitReader(out.Content, maxBody))
-	if err != nil {
 		return nil, false, err
 	}
 	return body, true, nil
@@ -256,4 +278,12 @@ func (s *Source) remember(id string) bool {
 		s.order = s.order[1:]
 	}
 	return true
+}
+
+// tokenFailed reports whether err is the failure to get an IMDSv2 token
+// rather than the answer to the metadata read itself: a 404 from the token
+// endpoint must not read as "nothing announced".
+func tokenFailed(err error) bool {
+	var terr *TokenError
+	return errors.As(err, &terr)
 }

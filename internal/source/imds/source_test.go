@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	awsimds "github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -31,6 +26,8 @@ type fakeIMDS struct {
 	fail  map[string]error
 	calls []time.Time // fake-clock time of each instance-action read
 	reads int
+	// perPath counts the reads of each path.
+	perPath map[string]int
 }
 
 func newFake(docs map[string]string) *fakeIMDS {
@@ -38,7 +35,7 @@ func newFake(docs map[string]string) *fakeIMDS {
 	for k, v := range docs {
 		d[k] = v
 	}
-	return &fakeIMDS{docs: d, fail: map[string]error{}}
+	return &fakeIMDS{docs: d, fail: map[string]error{}, perPath: map[string]int{}}
 }
 
 func (f *fakeIMDS) set(path, body string) {
@@ -61,41 +58,36 @@ func (f *fakeIMDS) setFail(path string, err error) {
 	}
 }
 
-func (f *fakeIMDS) GetMetadata(_ context.Context, in *awsimds.GetMetadataInput, _ ...func(*awsimds.Options)) (*awsimds.GetMetadataOutput, error) {
+func (f *fakeIMDS) Get(_ context.Context, path string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
-	if in.Path == PathSpot && f.clock != nil {
+	f.perPath[path]++
+	if path == PathSpot && f.clock != nil {
 		f.calls = append(f.calls, f.clock.Now())
 	}
 	if err := f.fail["*"]; err != nil {
 		return nil, err
 	}
-	if err := f.fail[in.Path]; err != nil {
+	if err := f.fail[path]; err != nil {
 		return nil, err
 	}
-	body, ok := f.docs[in.Path]
+	body, ok := f.docs[path]
 	if !ok {
-		return nil, opError("GetMetadata", statusError(http.StatusNotFound))
+		return nil, statusError(http.StatusNotFound)
 	}
-	return &awsimds.GetMetadataOutput{Content: io.NopCloser(strings.NewReader(body))}, nil
+	return []byte(body), nil
 }
 
-func statusError(code int) error {
-	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
-		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: code}},
-		Err:      fmt.Errorf("status %d", code),
-	}}
-}
+func statusError(code int) error { return &HTTPError{Path: "test", Code: code} }
 
-func opError(op string, err error) error {
-	return &smithy.OperationError{ServiceID: awsimds.ServiceID, OperationName: op, Err: err}
-}
+// tokenError is what Client returns when the token endpoint answers 404
+// and IMDSv1 is not allowed.
+func tokenError() error { return &TokenError{statusError(http.StatusNotFound)} }
 
-// tokenError is what the SDK returns when the token endpoint answers 404
-// and fallback to IMDSv1 is off.
-func tokenError() error {
-	return opError("GetMetadata", fmt.Errorf("failed to get API token, %w", opError("getToken", statusError(http.StatusNotFound))))
+// refused is a connection refused.
+func refused() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
 }
 
 var discard = slog.New(slog.DiscardHandler)
@@ -169,7 +161,7 @@ func TestPollEdgeTriggered(t *testing.T) {
 func TestPollCancellationsWaitForCompleteRead(t *testing.T) {
 	canceled := `[{"NotBefore":"1 Jan 2030 00:00:00 GMT","Code":"system-reboot","EventId":"instance-event-1","State":"canceled"}]`
 	f := newFake(map[string]string{PathHistory: canceled})
-	f.setFail(PathSpot, opError("GetMetadata", statusError(http.StatusInternalServerError)))
+	f.setFail(PathSpot, statusError(http.StatusInternalServerError))
 	s := New(f, clocktesting.NewFakeClock(time.Now()), discard, Options{})
 	var r recorder
 	if err := s.Poll(t.Context(), r.submit); err == nil {
@@ -189,7 +181,7 @@ func TestPollCancellationsWaitForCompleteRead(t *testing.T) {
 
 func TestPollActionsDoNotWaitForOtherPaths(t *testing.T) {
 	f := newFake(map[string]string{PathSpot: `{"action":"terminate","time":"2030-01-01T00:02:00Z"}`})
-	f.setFail(PathHistory, opError("GetMetadata", statusError(http.StatusInternalServerError)))
+	f.setFail(PathHistory, statusError(http.StatusInternalServerError))
 	s := New(f, clocktesting.NewFakeClock(time.Now()), discard, Options{})
 	var r recorder
 	if err := s.Poll(t.Context(), r.submit); err == nil {
@@ -232,10 +224,10 @@ func TestPollErrors(t *testing.T) {
 		// IMDSv2 required but the token endpoint answers 404: an outage, not "nothing announced".
 		{"token endpoint 404", true, func(f *fakeIMDS) { f.setFail("*", tokenError()) }},
 		{"connection refused", true, func(f *fakeIMDS) {
-			f.setFail("*", opError("GetMetadata", &smithyhttp.RequestSendError{Err: errors.New("connect: connection refused")}))
+			f.setFail("*", refused())
 		}},
 		{"server error", true, func(f *fakeIMDS) {
-			f.setFail(PathRebalance, opError("GetMetadata", statusError(http.StatusServiceUnavailable)))
+			f.setFail(PathRebalance, statusError(http.StatusServiceUnavailable))
 		}},
 	}
 	for _, tt := range tests {
@@ -283,10 +275,10 @@ func TestRunBackoff(t *testing.T) {
 	fc := clocktesting.NewFakeClock(start)
 	f := newFake(nil)
 	f.clock = fc
-	f.setFail("*", opError("GetMetadata", &smithyhttp.RequestSendError{Err: errors.New("connection refused")}))
+	f.setFail("*", refused())
 	var mu sync.Mutex
 	var health []bool
-	s := New(f, fc, discard, Options{Interval: time.Second, MaxBackoff: 10 * time.Second, OnPoll: func(err error) {
+	s := New(f, fc, discard, Options{Interval: time.Second, MaxBackoff: 10 * time.Second, ScheduledEvery: 1, OnPoll: func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		health = append(health, err == nil)
@@ -350,8 +342,73 @@ func TestRunBackoff(t *testing.T) {
 	}
 }
 
+// TestRunReadsScheduledEventsLessOften: the urgent paths at every poll,
+// scheduled maintenance and its history at the first poll, every
+// ScheduledEvery-th poll and at the poll after a failure.
+func TestRunReadsScheduledEventsLessOften(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	f := newFake(map[string]string{PathScheduled: "[]", PathHistory: "[]"})
+	var mu sync.Mutex
+	var polls int
+	s := New(f, fc, discard, Options{Interval: time.Second, ScheduledEvery: 4, OnPoll: func(error) {
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+	}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, func([]event.Event) {}) }()
+	// waitPolls waits until Run has reported n polls and waits on its timer.
+	waitPolls := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !func() bool { mu.Lock(); defer mu.Unlock(); return polls >= n && fc.HasWaiters() }() {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d polls, want %d", polls, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	reads := func() (urgent, scheduled int) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		defer func() { f.perPath = map[string]int{} }()
+		return f.perPath[PathSpot], f.perPath[PathScheduled] + f.perPath[PathHistory]
+	}
+	type want struct{ Polls, Urgent, Scheduled int }
+	var got, wants []want
+	// Polls 1-9: full at 1, 5, 9 (every 4th).
+	waitPolls(1)
+	for n := 2; n <= 9; n++ {
+		fc.Step(time.Second)
+		waitPolls(n)
+	}
+	u, sc := reads()
+	got, wants = append(got, want{9, u, sc}), append(wants, want{9, 9, 2 * 3})
+	// A failing scheduled path: the next poll reads every path again.
+	f.setFail(PathHistory, statusError(http.StatusInternalServerError))
+	for n := 10; n <= 13; n++ { // 13 is full (the 4th after 9) and fails
+		fc.Step(time.Second)
+		waitPolls(n)
+	}
+	f.setFail(PathHistory, nil)
+	fc.Step(time.Second)
+	waitPolls(14) // full again: the last one failed
+	fc.Step(time.Second)
+	waitPolls(15) // urgent only
+	u, sc = reads()
+	got, wants = append(got, want{15, u, sc}), append(wants, want{15, 6, 2 * 2})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if d := cmp.Diff(wants, got); d != "" {
+		t.Errorf("reads (-want +got):\n%s", d)
+	}
+}
+
 // A service that does not answer at all ends the poll at the first path
-// (each read would fail alike after the SDK's retries); one answering a
+// (each read would fail alike after the client's retries); one answering a
 // path with an HTTP error does not.
 func TestPollStopsWhenUnreachable(t *testing.T) {
 	tests := []struct {
@@ -359,9 +416,9 @@ func TestPollStopsWhenUnreachable(t *testing.T) {
 		err       error
 		wantReads int
 	}{
-		{"connection refused", opError("GetMetadata", &smithyhttp.RequestSendError{Err: errors.New("connection refused")}), 1},
+		{"connection refused", refused(), 1},
 		{"no token", tokenError(), 1},
-		{"HTTP 500 on every path", opError("GetMetadata", statusError(http.StatusInternalServerError)), len(Paths)},
+		{"HTTP 500 on every path", statusError(http.StatusInternalServerError), len(Paths)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

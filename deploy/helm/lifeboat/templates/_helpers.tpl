@@ -217,6 +217,10 @@ itself) and, in imds mode, its node, from the downward API. */}}
 - name: GOMEMLIMIT
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.daemonsetGoMaxProcs }}
+- name: GOMAXPROCS
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- include "lifeboat.settings" . }}
 {{- include "lifeboat.webhookEnv" . }}
