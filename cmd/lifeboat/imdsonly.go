@@ -12,8 +12,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
@@ -44,3 +46,13 @@ func (a *app) imdsLifecycle(context.Context, *controller.Deps, *imdsflow.Options
 func checkCommand(context.Context, []string, func(string) string, io.Writer, io.Writer) error {
 	return usageError{errIMDSOnly, "lifeboat --help"}
 }
+
+// writeFence: IMDS mode has no leader election (every pod acts on its own
+// node), so every write goes; this build leaves internal/leader and its
+// client-go leader election out.
+type writeFence struct{}
+
+func newFence(clock.PassiveClock, bool) *writeFence { return &writeFence{} }
+
+// Transport is rt itself: nothing to fence.
+func (*writeFence) Transport(rt http.RoundTripper) http.RoundTripper { return rt }
