@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/leader"
 )
 
@@ -51,4 +54,14 @@ func (a *app) mainClientset() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return cs, nil
+}
+
+// clusterRecorder is queue mode's Event recorder: client-go's broadcaster,
+// whose aggregation of similar Events and spam filter keep a burst of a
+// thousand nodes from flooding the API server with Events. kube.Scheme
+// (core/v1, policy/v1) names the objects Events are about.
+func clusterRecorder(ctx context.Context, sink kube.EventSink, source corev1.EventSource) (kube.EventRecorder, func()) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(sink)
+	return b.NewRecorder(kube.Scheme, source), b.Shutdown
 }

@@ -35,7 +35,8 @@ func imdsOnlyDeps(t *testing.T) []string {
 // Issue 16: the IMDS-only build talks to Kubernetes through internal/kube
 // (core/v1 and policy/v1 only), not client-go's clientset: no typed client
 // of any group, no kubernetes/scheme registering all 57 k8s.io/api groups,
-// no discovery or apply configurations, no leader election. Each package
+// no discovery or apply configurations, no leader election, no OpenAPI
+// models. Each package
 // linked is initialised and faults in pages of the binary on every node.
 func TestIMDSOnlyBuildLinksNoClientset(t *testing.T) {
 	forbidden := []string{
@@ -45,6 +46,13 @@ func TestIMDSOnlyBuildLinksNoClientset(t *testing.T) {
 		"k8s.io/client-go/tools/leaderelection",
 		"lifeboat.dev/lifeboat/internal/leader",
 		"lifeboat.dev/lifeboat/internal/kube/clientset",
+		// client-go's event recorder computes strategic merge patches,
+		// which link the OpenAPI models: IMDS mode records through
+		// kube.Recorder.
+		"k8s.io/client-go/tools/record",
+		"k8s.io/apimachinery/pkg/util/strategicpatch",
+		"github.com/google/gnostic-models",
+		"k8s.io/kube-openapi",
 	}
 	allowedAPI := map[string]bool{"k8s.io/api/core/v1": true, "k8s.io/api/policy/v1": true}
 	var api []string

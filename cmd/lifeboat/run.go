@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -54,7 +53,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	defer a.broadcaster.Shutdown()
+	defer a.stopEvents()
 
 	g, ctx := errgroup.WithContext(ctx)
 	if err := a.serve(ctx, g); err != nil {
@@ -80,17 +79,17 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 
 // app holds what both modes share.
 type app struct {
-	cfg         config.Config
-	log         *slog.Logger
-	clock       clock.WithTicker
-	registry    *prometheus.Registry
-	metrics     *metrics.Metrics
-	fence       *writeFence
-	kube        kubeClients
-	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
-	notifier    *notify.Webhook // nil: no webhook
-	ready       *readiness
+	cfg        config.Config
+	log        *slog.Logger
+	clock      clock.WithTicker
+	registry   *prometheus.Registry
+	metrics    *metrics.Metrics
+	fence      *writeFence
+	kube       kubeClients
+	recorder   kube.EventRecorder
+	stopEvents func()
+	notifier   *notify.Webhook // nil: no webhook
+	ready      *readiness
 }
 
 func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
@@ -109,15 +108,23 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, err
 	if a.kube, err = newKubeClients(rc, cfg, a.metrics, a.fence.Transport); err != nil {
 		return nil, err
 	}
-	a.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-	a.broadcaster.StartRecordingToSink(a.kube.events.EventSink())
-	// kube.Scheme (core/v1, policy/v1) names the objects Events are about:
-	// lifeboat records Events on Nodes only.
-	a.recorder = kevents.Annotated(a.broadcaster.NewRecorder(kube.Scheme, corev1.EventSource{Component: "lifeboat"}), cfg.EventAnnotations)
+	source := corev1.EventSource{Component: "lifeboat"}
+	var rec kube.EventRecorder
+	if cfg.Mode == config.ModeIMDS {
+		// One pod records a few Events on its own node: lifeboat's small
+		// recorder, in both builds (client-go's links the OpenAPI models).
+		r := kube.NewRecorder(a.kube.events.EventSink(), source, a.clock, log)
+		rctx, cancel := context.WithCancel(ctx)
+		go r.Run(rctx)
+		rec, a.stopEvents = r, cancel
+	} else {
+		rec, a.stopEvents = clusterRecorder(ctx, a.kube.events.EventSink(), source)
+	}
+	a.recorder = kevents.Annotated(rec, cfg.EventAnnotations)
 	a.ready = &readiness{kubeProbe: apiProbe(a.kube.main)}
 	a.ready.leader.gauge = a.metrics.Leader
 	if a.notifier, err = newNotifier(cfg, a.clock, log, a.metrics); err != nil {
-		a.broadcaster.Shutdown()
+		a.stopEvents()
 		return nil, usageError{err, "lifeboat run --help"}
 	}
 	return a, nil
