@@ -48,8 +48,8 @@ type Recorder struct {
 	source corev1.EventSource
 	clock  clock.WithTicker
 	log    *slog.Logger
-	// RetryAfter is the wait before a write is tried again (client-go's
-	// broadcaster waits 10 s); Tries bounds the attempts.
+	// retryAfter is the wait before a write is tried again (client-go's
+	// broadcaster waits 10 s); tries bounds the attempts.
 	retryAfter time.Duration
 	tries      int
 
