@@ -11,8 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 // apiProbeInterval bounds how often /readyz asks the API server.
@@ -54,12 +55,11 @@ func (f *leaderFlag) Store(b bool) {
 
 // apiProbe asks the API server's /readyz (allowed to every authenticated
 // user by the default system:public-info-viewer role).
-func apiProbe(kube kubernetes.Interface) func(context.Context) error {
+func apiProbe(client *kube.REST) func(context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err
+		return client.Readyz(ctx)
 	}
 }
 

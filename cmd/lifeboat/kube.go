@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/leader"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
@@ -34,62 +35,73 @@ func restConfig(cfg config.Config, userAgent string) (*rest.Config, error) {
 	return rc, nil
 }
 
-// kubeClients are lifeboat's Kubernetes clients, made from one rest.Config.
+// kubeClients are lifeboat's Kubernetes clients, made from one rest.Config:
+// lifeboat's own REST clients (kube.REST, core/v1 and policy/v1 only), in
+// both builds. What only queue mode uses (leader election, the
+// VolumeAttachment cache, scale-in protection) makes client-go clientsets
+// from mainConfig and electionConfig in the full build (queue.go).
 type kubeClients struct {
 	// main does the work: QPS/burst from the configuration, every request
 	// counted, writes only while the fence is open.
-	main kubernetes.Interface
+	main *kube.REST
+	// mainConfig is main's configuration, with main's rate limiter: a
+	// clientset made from it shares main's budget.
+	mainConfig *rest.Config
 	// nodes writes cordons, taints and node annotations with a rate limiter
 	// of its own, so that a cordon never waits behind another node's
 	// evictions: what stops new pods landing on a dying node goes first.
 	// Counted and fenced like main.
-	nodes kubernetes.Interface
+	nodes *kube.REST
 	// events records Kubernetes Events with its own, smaller rate limit, so
 	// that reporting never delays a cordon or an eviction; fenced too.
-	events kubernetes.Interface
-	// election is the leader election's own client: never fenced, never
-	// queued behind a drain.
-	election kubernetes.Interface
+	events *kube.REST
+	// electionConfig is the leader election's own client configuration:
+	// never fenced, never queued behind a drain.
+	electionConfig *rest.Config
 	// forecast reads pods and PodDisruptionBudgets for the drain forecast
 	// with a small rate limit of its own: a forecast is never in the way
 	// of an eviction (in a burst, forecasts come late instead). Reads
 	// only; counted.
-	forecast kubernetes.Interface
+	forecast *kube.REST
 }
 
-func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fence *leader.Fence) (kubeClients, error) {
+// newKubeClients makes the clients; fence wraps the transports of those
+// that write (a replica that may have lost the lease sends no write).
+func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fence func(http.RoundTripper) http.RoundTripper) (kubeClients, error) {
 	var c kubeClients
 	mc, nc, ec, lc := rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc)
 	mc.QPS, mc.Burst = cfg.KubeQPS, cfg.KubeBurst
+	if mc.QPS > 0 && mc.Burst > 0 {
+		mc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(mc.QPS, mc.Burst)
+	}
 	mc.Wrap(m.CountKubeRequests)
-	mc.Wrap(fence.Transport)
+	mc.Wrap(fence)
+	c.mainConfig = mc
 	var err error
-	if c.main, err = kubernetes.NewForConfig(mc); err != nil {
-		return c, fmt.Errorf("kubernetes client: %w", err)
+	if c.main, err = kube.NewREST(mc); err != nil {
+		return c, err
 	}
 	// Node writes are about one per interrupted node (cordon, then the
 	// events annotation cleared when done): a burst of a thousand is
 	// cordoned in a second or two, whatever the evictions queue holds.
 	nc.QPS, nc.Burst = nodeLaneQPS, nodeLaneBurst
 	nc.Wrap(m.CountKubeRequests)
-	nc.Wrap(fence.Transport)
-	if c.nodes, err = kubernetes.NewForConfig(nc); err != nil {
-		return c, fmt.Errorf("kubernetes node client: %w", err)
+	nc.Wrap(fence)
+	if c.nodes, err = kube.NewREST(nc); err != nil {
+		return c, err
 	}
 	ec.QPS, ec.Burst = 20, 50
-	ec.Wrap(fence.Transport)
-	if c.events, err = kubernetes.NewForConfig(ec); err != nil {
-		return c, fmt.Errorf("kubernetes events client: %w", err)
+	ec.Wrap(fence)
+	if c.events, err = kube.NewREST(ec); err != nil {
+		return c, err
 	}
 	lc.QPS, lc.Burst = 5, 10
-	if c.election, err = kubernetes.NewForConfig(lc); err != nil {
-		return c, fmt.Errorf("kubernetes leader election client: %w", err)
-	}
+	c.electionConfig = lc
 	fc := rest.CopyConfig(rc)
 	fc.QPS, fc.Burst = 10, 20
 	fc.Wrap(m.CountKubeRequests)
-	if c.forecast, err = kubernetes.NewForConfig(fc); err != nil {
-		return c, fmt.Errorf("kubernetes forecast client: %w", err)
+	if c.forecast, err = kube.NewREST(fc); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -46,6 +46,10 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		o.HTTPClient = fenced
 	})
 
+	cs, err := a.mainClientset()
+	if err != nil {
+		return err
+	}
 	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope()})
 	g.Go(func() error { index.Run(ctx); return nil })
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
@@ -77,7 +81,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay, RebalanceCordonExpiry: cfg.RebalanceCordonExpiry,
 	}
 	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
-		vols := volumes.New(a.kube.main, 0)
+		vols := volumes.New(cs, 0)
 		g.Go(func() error { vols.Run(ctx); return nil })
 		deps.Volumes = vols
 		opts.VolumeDetachTimeout = cfg.VolumeDetachTimeout
@@ -100,7 +104,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		lg.Go(func() error { return ctrl.Run(ctx) })
 		lg.Go(func() error { return in.Run(ctx) })
 		if cfg.ScaleInProtection {
-			lg.Go(func() error { return a.protector(index, drainer, asgClient).Run(ctx) })
+			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(ctx) })
 		}
 		lg.Go(func() error {
 			select {

@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -24,7 +20,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/imdsflow"
 	"lifeboat.dev/lifeboat/internal/kevents"
-	"lifeboat.dev/lifeboat/internal/leader"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
@@ -57,7 +53,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	defer a.broadcaster.Shutdown()
+	defer a.stopEvents()
 
 	g, ctx := errgroup.WithContext(ctx)
 	if err := a.serve(ctx, g); err != nil {
@@ -83,17 +79,17 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 
 // app holds what both modes share.
 type app struct {
-	cfg         config.Config
-	log         *slog.Logger
-	clock       clock.WithTicker
-	registry    *prometheus.Registry
-	metrics     *metrics.Metrics
-	fence       *leader.Fence
-	kube        kubeClients
-	broadcaster record.EventBroadcaster
-	recorder    record.EventRecorder
-	notifier    *notify.Webhook // nil: no webhook
-	ready       *readiness
+	cfg        config.Config
+	log        *slog.Logger
+	clock      clock.WithTicker
+	registry   *prometheus.Registry
+	metrics    *metrics.Metrics
+	fence      *writeFence
+	kube       kubeClients
+	recorder   kube.EventRecorder
+	stopEvents func()
+	notifier   *notify.Webhook // nil: no webhook
+	ready      *readiness
 }
 
 func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
@@ -104,21 +100,31 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, err
 	}
 	// Only the holder of the Lease acts; the fence stops a replica that
 	// lost it without noticing (it was paused) from sending any write.
-	a.fence = leader.NewFence(a.clock, cfg.Mode == config.ModeQueue && cfg.LeaderElect)
+	a.fence = newFence(a.clock, cfg.Mode == config.ModeQueue && cfg.LeaderElect)
 	rc, err := restConfig(cfg, "lifeboat/"+version)
 	if err != nil {
 		return nil, err
 	}
-	if a.kube, err = newKubeClients(rc, cfg, a.metrics, a.fence); err != nil {
+	if a.kube, err = newKubeClients(rc, cfg, a.metrics, a.fence.Transport); err != nil {
 		return nil, err
 	}
-	a.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-	a.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.kube.events.CoreV1().Events("")})
-	a.recorder = kevents.Annotated(a.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "lifeboat"}), cfg.EventAnnotations)
+	source := corev1.EventSource{Component: "lifeboat"}
+	var rec kube.EventRecorder
+	if cfg.Mode == config.ModeIMDS {
+		// One pod records a few Events on its own node: lifeboat's small
+		// recorder, in both builds (client-go's links the OpenAPI models).
+		r := kube.NewRecorder(a.kube.events.EventSink(), source, a.clock, log)
+		rctx, cancel := context.WithCancel(ctx)
+		go r.Run(rctx)
+		rec, a.stopEvents = r, cancel
+	} else {
+		rec, a.stopEvents = clusterRecorder(ctx, a.kube.events.EventSink(), source)
+	}
+	a.recorder = kevents.Annotated(rec, cfg.EventAnnotations)
 	a.ready = &readiness{kubeProbe: apiProbe(a.kube.main)}
 	a.ready.leader.gauge = a.metrics.Leader
 	if a.notifier, err = newNotifier(cfg, a.clock, log, a.metrics); err != nil {
-		a.broadcaster.Shutdown()
+		a.stopEvents()
 		return nil, usageError{err, "lifeboat run --help"}
 	}
 	return a, nil
@@ -196,23 +202,6 @@ func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) error {
 	a.ready.leader.Bool.Store(true)
 	g.Go(func() error { return imdsflow.Run(ctx, o, deps, drainer) })
 	return nil
-}
-
-// elect runs lead while this replica leads (or always, without leader
-// election).
-func (a *app) elect(ctx context.Context, lead func(context.Context) error) error {
-	if !a.cfg.LeaderElect {
-		a.ready.leader.Store(true)
-		return lead(ctx)
-	}
-	id, _ := os.Hostname()
-	if a.cfg.PodName != "" {
-		id = a.cfg.PodName
-	}
-	return leader.Run(ctx, leader.Options{
-		Client: a.kube.election, Name: a.cfg.LeaseName, Namespace: a.cfg.LeaseNamespace, Identity: id,
-		LeaseDuration: a.cfg.LeaseDuration, Log: a.log, OnLeading: a.ready.leader.Store,
-	}, a.fence, lead)
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {

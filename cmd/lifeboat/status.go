@@ -13,9 +13,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/status"
 )
 
@@ -68,7 +68,7 @@ func statusCommand(ctx context.Context, args []string, getenv func(string) strin
 
 // printStatus prints the status once, or with watch every interval when it
 // changed, until ctx ends.
-func printStatus(ctx context.Context, client kubernetes.Interface, asJSON, watch bool, interval time.Duration, stdout io.Writer) error {
+func printStatus(ctx context.Context, client kube.Client, asJSON, watch bool, interval time.Duration, stdout io.Writer) error {
 	var last []byte
 	for {
 		var b bytes.Buffer
@@ -117,14 +117,14 @@ func printStatus(ctx context.Context, client kubernetes.Interface, asJSON, watch
 }
 
 // readStatus reads the nodes, then the pods of those lifeboat handles.
-func readStatus(ctx context.Context, client kubernetes.Interface, now time.Time) ([]status.Node, error) {
-	nl, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func readStatus(ctx context.Context, client kube.Client, now time.Time) ([]status.Node, error) {
+	nl, err := client.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	var pods []corev1.Pod
 	for _, n := range status.Build(nl.Items, nil, now) {
-		pl, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		pl, err := client.Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
 		if err != nil {
 			return nil, fmt.Errorf("listing pods on node %s: %w", n.Name, err)
 		}
@@ -136,7 +136,7 @@ func readStatus(ctx context.Context, client kubernetes.Interface, now time.Time)
 // userClient builds a Kubernetes client the way kubectl does: --kubeconfig,
 // else the files in KUBECONFIG, else ~/.kube/config; in a pod without any,
 // the in-cluster configuration.
-func userClient(kubeconfig, kubecontext string, getenv func(string) string) (kubernetes.Interface, error) {
+func userClient(kubeconfig, kubecontext string, getenv func(string) string) (kube.Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if env := getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
 		rules.Precedence = filepath.SplitList(env)
@@ -148,9 +148,5 @@ func userClient(kubeconfig, kubecontext string, getenv func(string) string) (kub
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}
 	rc.UserAgent = "lifeboat-status/" + version
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
+	return kube.NewREST(rc)
 }

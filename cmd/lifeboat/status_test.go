@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while printStatus writes.
@@ -33,7 +35,7 @@ func (s *syncBuffer) String() string {
 
 // -w prints when the status changes, not every interval.
 func TestStatusWatchPrintsChanges(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}})
+	client := clientset.New(fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out syncBuffer

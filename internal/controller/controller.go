@@ -18,11 +18,11 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -138,7 +138,7 @@ type Deps struct {
 	Nodes    *nodes.Index
 	Drainer  nodeDrainer
 	ASG      lifecycleAPI // nil: lifecycle actions are not touched
-	Recorder record.EventRecorder
+	Recorder kube.EventRecorder
 	Notifier notifier          // nil: no notifications
 	Forecast forecastSource    // nil: no drain forecast
 	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes

@@ -17,6 +17,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/message"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -80,7 +81,7 @@ func node(name, instance string) *corev1.Node {
 // discarding), waits until it has started and stops both when the test ends.
 func run(t *testing.T, client kubernetes.Interface, no nodes.Options, d Deps, o Options) *Controller {
 	t.Helper()
-	d.Nodes = nodes.New(client, no)
+	d.Nodes = nodes.New(clientset.New(client), no)
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}

@@ -7,12 +7,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/nodes"
 )
 
 func TestDoneEventsBounded(t *testing.T) {
 	client := fake.NewClientset(node("node-a", instA))
-	c := New(Deps{Nodes: nodes.New(client, nodes.Options{})}, Options{})
+	c := New(Deps{Nodes: nodes.New(clientset.New(client), nodes.Options{})}, Options{})
 	var evs []event.Event
 	for i := range 2 * maxDoneEvents {
 		evs = append(evs, event.Event{ID: "spot-interruption-" + string(rune('a'+i%26)) + string(rune('a'+i/26))})

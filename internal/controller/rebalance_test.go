@@ -16,6 +16,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
@@ -26,7 +27,7 @@ import (
 func startExpiry(t *testing.T, expiry time.Duration, n *corev1.Node) (*Controller, *fake.Clientset, *record.FakeRecorder) {
 	t.Helper()
 	client := fake.NewClientset(n)
-	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
+	d := drain.New(clientset.New(client), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
 	rec := record.NewFakeRecorder(100)
 	c := run(t, client, nodes.Options{}, Deps{Drainer: d, Recorder: rec},
 		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RebalanceCordonExpiry: expiry, RetryBackoff: 100 * time.Millisecond})

@@ -142,7 +142,7 @@ func (d *Drainer) taintOutOfService(ctx context.Context, node string) error {
 		}
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
 		setAnnotation(n, AnnotationOutOfService, "true")
-		_, err = d.nodes.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {

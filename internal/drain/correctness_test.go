@@ -27,6 +27,7 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
 
 const fakeNode = "node-a"
@@ -229,7 +230,7 @@ func (c *fakeCluster) drain(o drain.Options, deadline time.Time) (drain.Result, 
 	if o.Backoff == 0 {
 		o.Backoff = 5 * time.Second
 	}
-	d := drain.NewForFake(c.client, c.clock, quiet, o)
+	d := drain.New(clientset.New(c.client), c.clock, quiet, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type outcome struct {

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
+
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 const mergePatch = types.MergePatchType
@@ -21,13 +21,10 @@ const mergePatch = types.MergePatchType
 // DefaultStuckAfter is Options.StuckAfter when it is not set.
 const DefaultStuckAfter = time.Minute
 
-// Client is the part of a Kubernetes clientset the Drainer uses: the core
-// API group (nodes, pods, the eviction subresource through its REST
-// client). A kubernetes.Interface is one; so is a bare core/v1 client, which
-// does not link every API group's typed client.
-type Client interface {
-	CoreV1() typedcorev1.CoreV1Interface
-}
+// Client is what the Drainer reads and writes through: nodes, pods and
+// their eviction subresource (kube.REST; kube/clientset adapts a
+// clientset).
+type Client = kube.Client
 
 // Options configure a Drainer.
 type Options struct {
@@ -80,9 +77,6 @@ type Drainer struct {
 	cache      func(string) (*corev1.Node, bool)
 	stuckAfter time.Duration
 	acts       Actions
-	// post creates one Eviction (postEviction's REST call; tests swap in
-	// the typed client, which client-go's fake clientset answers).
-	post func(ctx context.Context, ev *policyv1.Eviction) error
 }
 
 // New returns a Drainer.
@@ -105,7 +99,6 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions}
-	d.post = d.postREST
 	return d
 }
 

@@ -17,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -28,6 +30,10 @@ import (
 // namespace.
 var env *testenv.Env
 
+// client is the drainer's: lifeboat's own REST client (kube.REST) in
+// protobuf, as lifeboat runs it, against the real API server.
+var client *kube.REST
+
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var err error
@@ -35,6 +41,14 @@ func TestMain(m *testing.M) {
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
+		os.Exit(1)
+	}
+	rc := rest.CopyConfig(env.Config)
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	if client, err = kube.NewREST(rc); err != nil {
+		fmt.Fprintln(os.Stderr, "kubernetes client:", err)
+		env.Close()
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -51,7 +65,7 @@ func newDrainer(o drain.Options) *drain.Drainer {
 	if o.Backoff == 0 {
 		o.Backoff = 200 * time.Millisecond
 	}
-	return drain.New(env.Client, clock.RealClock{}, quiet, o)
+	return drain.New(client, clock.RealClock{}, quiet, o)
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {

@@ -2,7 +2,6 @@ package drain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,7 +118,7 @@ func refusedForGood(err error) bool {
 // podGone reads the pod again: true when it no longer exists or another
 // pod has its name. A failed read counts as present (the caller retries).
 func (d *Drainer) podGone(ctx context.Context, pod *corev1.Pod) bool {
-	cur, err := d.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	cur, err := d.client.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return true
 	}
@@ -155,25 +154,13 @@ func ownGrace(pod *corev1.Pod) int64 {
 // postEviction asks the API server to evict pod (the pod with its UID, not
 // another one with the same name) with the given grace period.
 func (d *Drainer) postEviction(ctx context.Context, pod *corev1.Pod, grace *int64) error {
-	return d.post(ctx, &policyv1.Eviction{
+	// Sent once (kube.PodClient.EvictV1): a 429 from a PDB comes back at
+	// once and is retried with the drain's own, visible backoff.
+	return d.client.Pods(pod.Namespace).EvictV1(ctx, &policyv1.Eviction{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "policy/v1", Kind: "Eviction"},
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}},
 	})
-}
-
-// postREST creates the pods/eviction subresource with client-go's silent
-// Retry-After retries switched off (MaxRetries(0)): a 429 from a PDB comes
-// back to us at once and is retried with our own, visible backoff.
-func (d *Drainer) postREST(ctx context.Context, ev *policyv1.Eviction) error {
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	return d.client.CoreV1().RESTClient().Post().
-		Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").
-		SetHeader("Content-Type", "application/json").
-		Body(body).MaxRetries(0).Do(ctx).Error()
 }
 
 // forceDelete deletes pod with grace 0 (the API server removes the object
@@ -182,7 +169,7 @@ func (d *Drainer) postREST(ctx context.Context, ev *policyv1.Eviction) error {
 func (d *Drainer) forceDelete(ctx context.Context, pod *corev1.Pod) error {
 	zero := int64(0)
 	d.log.Warn("deadline reached, deleting pod", "node", pod.Spec.NodeName, "pod", pod.Namespace+"/"+pod.Name)
-	err := d.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := d.client.Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -71,7 +71,7 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 		if !changed || d.dryRun {
 			return nil
 		}
-		_, err = d.nodes.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
@@ -120,7 +120,7 @@ func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annota
 		if !changed || d.dryRun {
 			return nil
 		}
-		_, err = d.nodes.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	if err != nil {
 		return err
 	}
-	_, err = d.nodes.CoreV1().Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	_, err = d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("annotating node %s: %w: %w", node, ErrNodeGone, err)
 	}
@@ -171,7 +171,7 @@ func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev
 			return n.DeepCopy(), nil
 		}
 	}
-	n, err := d.nodes.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	n, err := d.nodes.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

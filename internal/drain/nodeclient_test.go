@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
 
 // Issue 16: node writes go through Options.NodeClient (a client with its
@@ -21,7 +22,7 @@ func TestNodeWritesUseTheNodeClient(t *testing.T) {
 	ctx := context.Background()
 	pods := fake.NewClientset()
 	nodeLane := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
-	d := drain.New(pods, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{NodeClient: nodeLane})
+	d := drain.New(clientset.New(pods), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{NodeClient: clientset.New(nodeLane)})
 	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot", map[string]string{"lifeboat.io/events": "[]"}); err != nil {
 		t.Fatalf("Cordon: %v", err)
 	}

@@ -8,7 +8,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	typedpolicyv1 "k8s.io/client-go/kubernetes/typed/policy/v1"
+
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 // Order splits pods into the groups Drain evicts one after the other:
@@ -17,11 +18,8 @@ import (
 func Order(pods []corev1.Pod) [][]corev1.Pod { return priorityGroups(pods) }
 
 // ForecastClient is what ForecastSource reads through: pods and
-// PodDisruptionBudgets (a kubernetes.Interface is one).
-type ForecastClient interface {
-	Client
-	PolicyV1() typedpolicyv1.PolicyV1Interface
-}
+// PodDisruptionBudgets.
+type ForecastClient = kube.Client
 
 // ForecastSource reads what the drain forecast needs about a node: the
 // pods a drain would evict (the same list and filter as Drain) and the
@@ -44,7 +42,7 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 	if err != nil {
 		return nil, nil, err
 	}
-	list, err := s.Client.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	list, err := s.Client.PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
@@ -64,7 +62,7 @@ func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, s
 // listToEvict lists the node's pods through client and keeps those a
 // drain evicts (evictable, not skipped), with the list's resourceVersion.
 func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
-	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {

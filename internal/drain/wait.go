@@ -89,7 +89,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	for len(waiting) > 0 {
 		if w == nil && relistC == nil {
 			if rv == "" {
-				list, err := d.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+				list, err := d.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 				if err != nil {
 					res.left = len(waiting)
 					return res, fmt.Errorf("listing pods of node %s: %w", node, err)
@@ -111,7 +111,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				rv = list.ResourceVersion
 			}
 			var err error
-			w, err = d.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+			w, err = d.client.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
 				FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
 			})
 			rv = "" // after this watch, list again

@@ -9,12 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
@@ -86,7 +86,7 @@ func afterRebootRetrying(ctx context.Context, o Options, deps controller.Deps, w
 // node if lifeboat cordoned it, and marks the maintenance rebooted. It
 // returns the IDs of maintenance events the source must not act on again
 // (the metadata may list an active maintenance for a while after it is done).
-func afterReboot(ctx context.Context, self *corev1.Node, w RebootWriter, recorder record.EventRecorder, log *slog.Logger,
+func afterReboot(ctx context.Context, self *corev1.Node, w RebootWriter, recorder kube.EventRecorder, log *slog.Logger,
 	bootTime func() (time.Time, error), dryRun bool) ([]string, error) {
 	raw := self.Annotations[imdssrc.AnnotationReboot]
 	m, ok, err := imdssrc.DecodeMarker(raw)

@@ -17,6 +17,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
@@ -119,7 +120,7 @@ func TestRebootMarker(t *testing.T) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"}}}
 	existing := imdssrc.Marker{EventID: "sc-old", Code: imdssrc.CodeSystemReboot, BootID: "boot-0", At: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)}
 	n.Annotations = map[string]string{imdssrc.AnnotationReboot: existing.Encode()}
-	index := nodes.New(fake.NewClientset(n), nodes.Options{OnlyNode: "n"})
+	index := nodes.New(clientset.New(fake.NewClientset(n)), nodes.Options{OnlyNode: "n"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go index.Run(ctx)

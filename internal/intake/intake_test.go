@@ -18,6 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/message"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
@@ -116,7 +117,7 @@ func start(t *testing.T, o Options, nodeList ...*corev1.Node) (*Intake, *fakeDra
 			t.Fatal(err)
 		}
 	}
-	index := nodes.New(client, nodes.Options{})
+	index := nodes.New(clientset.New(client), nodes.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
 	src := &fakeSource{}
@@ -328,7 +329,7 @@ func TestSettlementDecidesTheMessage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(node("node-a", instA))
-			index := nodes.New(client, nodes.Options{})
+			index := nodes.New(clientset.New(client), nodes.Options{})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go index.Run(ctx)

@@ -8,12 +8,13 @@ import (
 	"maps"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
+
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 // Annotated returns r adding ann to every Event; r itself when ann is empty.
 // An Event's own annotations win over ann.
-func Annotated(r record.EventRecorder, ann map[string]string) record.EventRecorder {
+func Annotated(r kube.EventRecorder, ann map[string]string) kube.EventRecorder {
 	if len(ann) == 0 {
 		return r
 	}
@@ -21,7 +22,7 @@ func Annotated(r record.EventRecorder, ann map[string]string) record.EventRecord
 }
 
 type annotated struct {
-	r   record.EventRecorder
+	r   kube.EventRecorder
 	ann map[string]string
 }
 

@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 const byInstance = "instanceID"
@@ -41,10 +41,10 @@ type Options struct {
 	Resync time.Duration
 }
 
-// Client is the part of a Kubernetes clientset the Index uses (a
-// kubernetes.Interface is one).
+// Client is what the Index lists and watches through (a kube.Client is
+// one).
 type Client interface {
-	CoreV1() typedcorev1.CoreV1Interface
+	Nodes() kube.NodeClient
 }
 
 // New returns an index; call Run to fill it.
@@ -72,11 +72,11 @@ func New(client Client, o Options) *Index {
 			if lo.Limit == 0 {
 				lo.Limit = 500
 			}
-			return client.CoreV1().Nodes().List(ctx, lo)
+			return client.Nodes().List(ctx, lo)
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			tweak(&lo)
-			return client.CoreV1().Nodes().Watch(ctx, lo)
+			return client.Nodes().Watch(ctx, lo)
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, o.Resync, cache.Indexers{

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
 
 func TestInstanceID(t *testing.T) {
@@ -65,7 +67,7 @@ func TestLabelSelectorScopesTheIndex(t *testing.T) {
 		mk("karpenter", "i-0000000000000000b", map[string]string{"cluster": "a", "karpenter.sh/nodepool": "default"}),
 		mk("theirs", "i-0000000000000000c", map[string]string{"cluster": "b"}),
 	)
-	x := New(client, Options{LabelSelector: "cluster=a,!karpenter.sh/nodepool"})
+	x := New(clientset.New(client), Options{LabelSelector: "cluster=a,!karpenter.sh/nodepool"})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go x.Run(ctx)
