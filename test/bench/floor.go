@@ -9,16 +9,18 @@ import (
 // the same burst, in the same run, against an equivalent fresh set of nodes
 // and pods: one cordon+taint PATCH per node, then one Eviction per pod,
 // Concurrency requests at once and no client rate limit. Times are seconds
-// since its first request; the clock of the cordons and evictions stops
-// when the API server answered, that of the pods when the bare client's pod
-// watch saw the last one deleted (kwok deletes an evicted pod).
+// since its first request: AllCordoned when a node watch saw the last node
+// cordoned (as lifeboat's cordons are seen), CordonsAnswered and AllEvicted
+// when the API server answered the last cordon and eviction, AllGone when a
+// pod watch saw the last pod deleted (kwok deletes an evicted pod).
 type Floor struct {
-	Nodes       int     `json:"nodes"`
-	Pods        int     `json:"pods"`
-	Concurrency int     `json:"concurrency"`
-	AllCordoned float64 `json:"all_cordoned_s"`
-	AllEvicted  float64 `json:"all_evicted_s"`
-	AllGone     float64 `json:"all_pods_gone_s"`
+	Nodes           int     `json:"nodes"`
+	Pods            int     `json:"pods"`
+	Concurrency     int     `json:"concurrency"`
+	AllCordoned     float64 `json:"all_cordoned_s"`
+	CordonsAnswered float64 `json:"cordons_answered_s"`
+	AllEvicted      float64 `json:"all_evicted_s"`
+	AllGone         float64 `json:"all_pods_gone_s"`
 	// APIRequests is the API server's apiserver_request_total by verb over
 	// the floor run (every client).
 	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,13 +64,38 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 		b.Fatalf("floor: %d pods in %s, want %d", len(pods.Items), ns, n*podsPer)
 	}
 
-	// A pod watch on the namespace sees kwok delete the evicted pods.
+	// A node watch sees the cordons land, as the harness's sees
+	// lifeboat's; a pod watch on the namespace sees kwok delete the
+	// evicted pods.
+	mine := map[string]bool{}
+	for _, name := range f.names {
+		mine[name] = true
+	}
 	var mu sync.Mutex
+	unseen := len(f.names)
+	var lastCordon time.Time
+	seen := func(obj any) {
+		node, ok := obj.(*corev1.Node)
+		if !ok || !node.Spec.Unschedulable {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if mine[node.Name] {
+			delete(mine, node.Name)
+			unseen--
+			lastCordon = time.Now()
+		}
+	}
 	left := len(pods.Items)
 	var lastGone time.Time
 	allGone := make(chan struct{})
 	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
+	nodeInf := informers.NewSharedInformerFactory(env.Client, 0).Core().V1().Nodes().Informer()
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		b.Fatal(err)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -84,7 +110,8 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	ictx, stop := context.WithCancel(ctx)
 	defer stop()
 	go inf.RunWithContext(ictx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	go nodeInf.RunWithContext(ictx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodeInf.HasSynced) {
 		b.Fatal("floor: pod informer did not sync")
 	}
 	apiBefore, err := env.APIRequestCounts(ctx)
@@ -126,9 +153,13 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	}
 	mu.Lock()
 	gone := lastGone.Sub(t0)
+	notCordoned, cordonSeen := unseen, lastCordon.Sub(t0)
 	mu.Unlock()
+	if notCordoned > 0 {
+		b.Fatalf("floor: the node watch saw %d of %d nodes never cordoned", notCordoned, n)
+	}
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
-		AllCordoned: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
+		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
 		APIRequests: Diff(apiBefore, apiAfter)}
 }
 
@@ -207,4 +238,20 @@ func profileCPU(b *testing.B, addr string, seconds int, path string) {
 		return
 	}
 	b.Logf("CPU profile of lifeboat (%d s from the burst's start) written to %s", seconds, path)
+}
+
+// openSockets counts the sockets a process has open (0 if unreadable).
+func openSockets(pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n
 }

@@ -247,7 +247,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			close(profiled)
 		}
 		deadline := t0.Add(10 * time.Minute)
+		peakSockets, lastCount := 0, time.Time{}
 		for {
+			if time.Since(lastCount) >= 200*time.Millisecond {
+				peakSockets, lastCount = max(peakSockets, openSockets(proc.Pid())), time.Now()
+			}
 			mu.Lock()
 			c, d := nCordoned, nDrained
 			mu.Unlock()
@@ -265,9 +269,16 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		b.StopTimer()
+		b.Logf("lifeboat had at most %d sockets open during the burst (counted every 0.2 s): its connections to the API server, moto and the harness", peakSockets)
 		<-sendDone
-		// Counts and memory right after the last node drained.
-		lbAfter := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
+		// Counts and memory right after the last node drained. lifeboat's
+		// metrics are kept (its own cordon and drain durations, from its
+		// side of the API server).
+		lbMetrics := scrape(b, metricsURL)
+		lbAfter := CountersByLabel(lbMetrics, "lifeboat_kube_requests_total", "verb")
+		if err := os.MkdirAll(outDir, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(outDir, base+".metrics.txt"), []byte(lbMetrics), 0o644)
+		}
 		apiAfter, err := env.APIRequestCounts(ctx)
 		if err != nil {
 			b.Fatal(err)
