@@ -53,7 +53,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope()})
 	g.Go(func() error { index.Run(ctx); return nil })
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
-		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
+		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Receivers: cfg.QueueReceivers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
 		OnReceiveError: func(error) {
 			a.metrics.ReceiveErrors.Inc()
 			a.metrics.SourceHealthy.WithLabelValues("sqs").Set(0)

@@ -52,6 +52,7 @@ type Config struct {
 	Region            string
 	Endpoints         map[string]string // AWS service ID (sqs, autoscaling, ec2, eventbridge, sts) -> URL
 	Workers           int
+	QueueReceivers    int
 	VisibilityTimeout time.Duration
 	UnknownInstance   UnknownPolicy
 	PrivateDNSLookup  bool

@@ -21,7 +21,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Mode != ModeQueue || c.Workers != 10 || c.VisibilityTimeout != 2*time.Minute || !c.CompleteLifecycle || c.LeaseNamespace != "kube-system" {
+	if c.Mode != ModeQueue || c.Workers != 10 || c.QueueReceivers != 4 || c.VisibilityTimeout != 2*time.Minute || !c.CompleteLifecycle || c.LeaseNamespace != "kube-system" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if c.Drains(event.RebalanceRecommendation) {
@@ -66,8 +66,8 @@ func TestLoadErrors(t *testing.T) {
 		want []string // substrings, all must appear
 	}{
 		{"queue url missing", []string{"--leader-elect=false"}, nil, []string{"--queue-url is required"}},
-		{"every problem at once", []string{"--queue-url", "x", "--workers", "0", "--unknown-instance", "eat", "--log-format", "xml", "--leader-elect=false"}, nil,
-			[]string{"is not a URL", "--workers 0", "--unknown-instance", "--log-format"}},
+		{"every problem at once", []string{"--queue-url", "x", "--workers", "0", "--queue-receivers", "101", "--unknown-instance", "eat", "--log-format", "xml", "--leader-elect=false"}, nil,
+			[]string{"is not a URL", "--workers 0", "--queue-receivers 101", "--unknown-instance", "--log-format"}},
 		{"token option in imds mode", []string{"--mode", "imds", "--node-name", "n", "--heartbeat-interval", "10s"}, nil,
 			[]string{"--heartbeat-interval is not supported in imds mode", "no lifecycle action token"}},
 		{"complete lifecycle in imds mode from env", []string{"--mode", "imds", "--node-name", "n"}, map[string]string{"LIFEBOAT_COMPLETE_LIFECYCLE": "true"},

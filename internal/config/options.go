@@ -120,6 +120,8 @@ var options = []option{
 		bind: funcOpt(func(c *Config, v string) error { return parseEndpoints(c, v) })},
 	{name: "workers", modes: []Mode{ModeQueue}, def: "10", usage: "messages handled in parallel (drains run outside these slots)",
 		bind: intOpt(func(c *Config) *int { return &c.Workers })},
+	{name: "queue-receivers", modes: []Mode{ModeQueue}, def: "4", usage: "long polls of the queue in parallel; one receive returns at most ten messages, so a burst of notices is read this many receives at a time",
+		bind: intOpt(func(c *Config) *int { return &c.QueueReceivers })},
 	{name: "visibility-timeout", modes: []Mode{ModeQueue}, def: "2m", usage: "visibility of a received message, extended while its work runs",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.VisibilityTimeout })},
 	{name: "unknown-instance", modes: []Mode{ModeQueue}, def: string(UnknownLeave), usage: "what to do with a message about an instance that is not a node of this cluster: leave (for its owner, until retention) or delete",

@@ -38,6 +38,9 @@ func (c *Config) validate(set map[string]bool) []error {
 		if c.Workers < 1 || c.Workers > 1000 {
 			errs = append(errs, fmt.Errorf("--workers %d: must be 1..1000", c.Workers))
 		}
+		if c.QueueReceivers < 1 || c.QueueReceivers > 100 {
+			errs = append(errs, fmt.Errorf("--queue-receivers %d: must be 1..100", c.QueueReceivers))
+		}
 		if c.VisibilityTimeout < 10*time.Second || c.VisibilityTimeout > 12*time.Hour {
 			errs = append(errs, fmt.Errorf("--visibility-timeout %s: must be 10s..12h", c.VisibilityTimeout))
 		}

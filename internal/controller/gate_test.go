@@ -54,3 +54,32 @@ func TestCordonGate(t *testing.T) {
 		}
 	})
 }
+
+// At most cordonsInFlight cordon requests are under way at once; a place
+// given back lets the next one go, and a waiting one gives up with its
+// context.
+func TestCordonSlots(t *testing.T) {
+	g := newCordonGate()
+	ctx := context.Background()
+	for i := range cordonsInFlight {
+		if !g.begin(ctx) {
+			t.Fatalf("cordon %d did not get a place", i)
+		}
+	}
+	next := make(chan bool)
+	go func() { next <- g.begin(ctx) }()
+	select {
+	case <-next:
+		t.Fatalf("cordon %d got a place with %d under way", cordonsInFlight+1, cordonsInFlight)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.end()
+	if !<-next {
+		t.Fatal("the waiting cordon did not get the place given back")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if g.begin(cctx) {
+		t.Fatal("a cordon got a place beyond the bound after its context ended")
+	}
+}

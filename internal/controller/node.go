@@ -184,7 +184,11 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	if c.o.CordonAnnotations != nil {
 		maps.Copy(annotations, c.o.CordonAnnotations(w.name, dueEvents(evs, p)))
 	}
+	if !c.cordons.begin(ctx) {
+		return nil, ctx.Err()
+	}
 	changed, err := c.Drainer.Cordon(ctx, w.name, p.TaintKeys, string(p.Reason), annotations)
+	c.cordons.end()
 	c.cordoned(w)
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("cordon", "error").Inc()

@@ -59,6 +59,15 @@ const (
 // peak RSS. LIFEBOAT_BENCH_ARGS adds lifeboat flags (space-separated, e.g.
 // "--kube-qps 500 --kube-burst 1000"). A text table, JSON and an SVG chart
 // go to LIFEBOAT_BENCH_OUT (default out/bench/ under the repository root).
+//
+// Before lifeboat starts, the same run times the floor (runFloor): a bare
+// client sending the same writes to an equivalent fresh set of nodes and
+// pods, one after the other so that they never share the cores; the report
+// gives lifeboat's times as multiples of it (LIFEBOAT_BENCH_FLOOR=0 skips
+// it). For the Spot kinds it also records when lifeboat had received every
+// message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
+// writes an S-second CPU profile of lifeboat from the burst's start next to
+// the report (<base>.cpu.pprof).
 func BenchmarkInterruptionBurst(b *testing.B) {
 	n := burstNodes(b)
 	podsPer := envInt(b, "LIFEBOAT_BENCH_PODS_PER_NODE", 2)
@@ -73,9 +82,32 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	withFloor := os.Getenv("LIFEBOAT_BENCH_FLOOR") != "0"
+	profileSeconds := envInt(b, "LIFEBOAT_BENCH_PROFILE", 0)
 	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true})
+	procEnv := testenv.AWSEnv()
+	pprofAddr := ""
+	if profileSeconds > 0 {
+		var err error
+		if bin, err = testenv.BuildLifeboat(dir, "pprof"); err != nil {
+			b.Fatal(err)
+		}
+		pport, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", pport)
+		procEnv = append(procEnv, "LIFEBOAT_PPROF_ADDR="+pprofAddr)
+	}
+	base := fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer)
 	ns := env.Namespace(b)
 	for i := 0; i < b.N; i++ {
+		var floor *Floor
+		if withFloor {
+			floor = runFloor(ctx, b, env, i, n, podsPer)
+			b.Logf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s",
+				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone)
+		}
 		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("harness%d", i))
 		if err != nil {
 			b.Fatal(err)
@@ -85,7 +117,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if kind == kindScaleIn {
 			f = groupFleet(ctx, b, env, moto, ns, fmt.Sprintf("harness%d", i), n, podsPer, int32(envInt(b, "LIFEBOAT_BENCH_HOOK_TIMEOUT", 30)))
 		} else {
-			f = plainFleet(ctx, b, env, ns, i, n, podsPer)
+			f = plainFleet(ctx, b, env, ns, fmt.Sprintf("harness-%d", i), n, podsPer)
 		}
 		b.Logf("set up %d kwok nodes with %d pods each in %v", n, podsPer, time.Since(setup).Round(time.Second))
 
@@ -101,7 +133,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			"--queue-url", stack.QueueURL, "--aws-endpoint", endpoints, "--region", "us-east-1",
 			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
 		}, extraArgs...)
-		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, args, testenv.AWSEnv(), dir)
+		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, args, procEnv, dir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -163,6 +195,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			b.Fatal(err)
 		}
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
+		received := func() time.Time { return time.Time{} }
+		if kind != kindScaleIn {
+			received = watchReceived(ictx, metricsURL, n)
+		}
 
 		sent := make([]time.Time, n)
 		var t0 time.Time
@@ -201,8 +237,21 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			sendTook = time.Since(t0)
 			close(sendDone)
 		}
+		profiled := make(chan struct{})
+		if pprofAddr != "" {
+			go func() {
+				defer close(profiled)
+				profileCPU(b, pprofAddr, profileSeconds, filepath.Join(outDir, base+".cpu.pprof"))
+			}()
+		} else {
+			close(profiled)
+		}
 		deadline := t0.Add(10 * time.Minute)
+		peakSockets, lastCount := 0, time.Time{}
 		for {
+			if time.Since(lastCount) >= 200*time.Millisecond {
+				peakSockets, lastCount = max(peakSockets, openSockets(proc.Pid())), time.Now()
+			}
 			mu.Lock()
 			c, d := nCordoned, nDrained
 			mu.Unlock()
@@ -220,14 +269,23 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		b.StopTimer()
+		b.Logf("lifeboat had at most %d sockets open during the burst (counted every 0.2 s): its connections to the API server, moto and the harness", peakSockets)
 		<-sendDone
-		// Counts and memory right after the last node drained.
-		lbAfter := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
+		// Counts and memory right after the last node drained. lifeboat's
+		// metrics are kept (its own cordon and drain durations, from its
+		// side of the API server).
+		lbMetrics := scrape(b, metricsURL)
+		lbAfter := CountersByLabel(lbMetrics, "lifeboat_kube_requests_total", "verb")
+		if err := os.MkdirAll(outDir, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(outDir, base+".metrics.txt"), []byte(lbMetrics), 0o644)
+		}
 		apiAfter, err := env.APIRequestCounts(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, hwm := procMemory(b, proc.Pid())
+		<-profiled
+		allReceived := received()
 		stopInformer()
 		proc.Stop()
 
@@ -243,6 +301,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			APIRequests:      Diff(apiBefore, apiAfter),
 			LifeboatRequests: Diff(lbBefore, lbAfter),
 			PeakRSSMiB:       hwm / 1024,
+			Floor:            floor,
+		}
+		if !allReceived.IsZero() {
+			res.AllReceived = allReceived.Sub(t0).Seconds()
 		}
 		var started, announced, completed map[string]time.Time
 		if f.sim != nil {
@@ -269,7 +331,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		mu.Unlock()
 		res.Summarize()
-		if err := writeReport(outDir, fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer), res); err != nil {
+		if err := writeReport(outDir, base, res); err != nil {
 			b.Error(err)
 		}
 		fmt.Printf("\n%s(written to %s)\n", res.Table(), outDir)
@@ -294,6 +356,13 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		b.ReportMetric(writes, "lifeboat_writes")
 		b.ReportMetric(res.PeakRSSMiB, "peak_rss_MiB")
+		if res.AllReceived > 0 {
+			b.ReportMetric(res.AllReceived, "all_received_s")
+		}
+		if res.VsFloor != nil {
+			b.ReportMetric(res.VsFloor.Cordoned, "cordoned_vs_floor_x")
+			b.ReportMetric(res.VsFloor.Drained, "drained_vs_floor_x")
+		}
 		for _, name := range f.names {
 			_ = env.DeleteNode(ctx, name)
 		}
@@ -309,15 +378,15 @@ type fleet struct {
 	group      string
 }
 
-// plainFleet creates n kwok nodes with made-up instance IDs, podsPer pods
-// each.
-func plainFleet(ctx context.Context, b *testing.B, env *testenv.Env, ns string, i, n, podsPer int) *fleet {
+// plainFleet creates n kwok nodes named <prefix>-NNNN with made-up instance
+// IDs, podsPer pods each.
+func plainFleet(ctx context.Context, b *testing.B, env *testenv.Env, ns, prefix string, n, podsPer int) *fleet {
 	f := &fleet{ids: make([]string, n), names: make([]string, n)}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for j := range n {
 		f.ids[j] = testenv.RandomInstanceID()
-		f.names[j] = fmt.Sprintf("harness-%d-%04d", i, j)
+		f.names[j] = fmt.Sprintf("%s-%04d", prefix, j)
 		g.Go(func() error { return createNodeWithPods(gctx, env, ns, f.names[j], f.ids[j], "", podsPer) })
 	}
 	if err := g.Wait(); err != nil {

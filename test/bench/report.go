@@ -70,8 +70,15 @@ type Result struct {
 	// verb over the burst (events excluded, watches included as GET).
 	LifeboatRequests map[string]float64 `json:"lifeboat_requests_by_verb"`
 	// PeakRSSMiB is lifeboat's VmHWM at the end of the burst.
-	PeakRSSMiB float64     `json:"peak_rss_mib"`
-	PerNode    []NodeTimes `json:"per_node"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// AllReceived is first message sent -> lifeboat had received every
+	// message (0: not measured).
+	AllReceived float64 `json:"all_received_s,omitempty"`
+	// Floor is the bare client's time for the same writes (nil: not run),
+	// VsFloor lifeboat's as a multiple of it.
+	Floor   *Floor      `json:"floor,omitempty"`
+	VsFloor *VsFloor    `json:"lifeboat_vs_floor,omitempty"`
+	PerNode []NodeTimes `json:"per_node"`
 }
 
 // Summarize fills the percentiles and totals from PerNode.
@@ -94,6 +101,7 @@ func (r *Result) Summarize() {
 	r.ToCordoned = percentiles(cord)
 	r.ToDrained = percentiles(drain)
 	r.ToCompleted = percentiles(done)
+	r.compare()
 }
 
 // percentiles uses the nearest-rank method: the p-th percentile of n
@@ -179,6 +187,7 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
+	b.WriteString(r.floorTable())
 	if r.Command != "" {
 		fmt.Fprintf(&b, "command: %s\n", r.Command)
 	}

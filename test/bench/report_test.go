@@ -184,3 +184,81 @@ lifeboat_kube_requests_totalx{verb="PUT"} 9
 		t.Errorf("Diff: %v", d)
 	}
 }
+
+func TestReportFloor(t *testing.T) {
+	tests := []struct {
+		name  string
+		res   Result
+		want  *VsFloor
+		table []string
+		not   []string
+	}{{
+		name: "floor and receiving measured",
+		res: Result{Nodes: 2, PodsPerNode: 2, AllReceived: 0.4,
+			Floor: &Floor{Nodes: 2, Pods: 4, Concurrency: 32, AllCordoned: 0.5, AllEvicted: 1, AllGone: 2.5},
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 2},
+				{Name: "b", Sent: 0, Cordoned: 1, Drained: 5},
+			}},
+		want: &VsFloor{Cordoned: 2, Drained: 2},
+		table: []string{
+			"lifeboat received all 2 messages at 0.40 s",
+			"bare client (32 requests at once, no rate limit; 2 nodes, 4 pods): all cordoned 0.50 s, all evicted 1.00 s, all pods gone 2.50 s",
+			"lifeboat / bare client: all cordoned 2.00 x, all drained 2.00 x (pods gone)",
+		},
+	}, {
+		name: "lifeboat drained nothing: no drain ratio",
+		res: Result{Nodes: 1, PodsPerNode: 1,
+			Floor:   &Floor{Nodes: 1, Pods: 1, Concurrency: 32, AllCordoned: 0.25, AllEvicted: 0.5, AllGone: 1},
+			PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: -1}}},
+		want:  &VsFloor{Cordoned: 2, Drained: 0},
+		table: []string{"all cordoned 2.00 x, all drained 0.00 x"},
+		not:   []string{"lifeboat received"},
+	}, {
+		name:  "no floor",
+		res:   Result{Nodes: 1, PodsPerNode: 1, PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1}}},
+		table: []string{"peak RSS"},
+		not:   []string{"bare client", "received"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.res
+			r.Summarize()
+			switch {
+			case tt.want == nil && r.VsFloor != nil:
+				t.Errorf("VsFloor = %+v, want none", *r.VsFloor)
+			case tt.want != nil && (r.VsFloor == nil || *r.VsFloor != *tt.want):
+				t.Errorf("VsFloor = %+v, want %+v", r.VsFloor, *tt.want)
+			}
+			table := r.Table()
+			for _, want := range tt.table {
+				if !strings.Contains(table, want) {
+					t.Errorf("table has no %q:\n%s", want, table)
+				}
+			}
+			for _, not := range tt.not {
+				if strings.Contains(table, not) {
+					t.Errorf("table has %q:\n%s", not, table)
+				}
+			}
+			js, err := r.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Result
+			if err := json.Unmarshal(js, &back); err != nil {
+				t.Fatal(err)
+			}
+			if (back.Floor == nil) != (tt.res.Floor == nil) || (back.VsFloor == nil) != (tt.want == nil) || back.AllReceived != tt.res.AllReceived {
+				t.Errorf("JSON round trip lost the floor:\n%s", js)
+			}
+			if tt.res.Floor != nil {
+				for _, key := range []string{`"floor"`, `"all_pods_gone_s"`, `"lifeboat_vs_floor"`, `"all_drained"`} {
+					if !strings.Contains(string(js), key) {
+						t.Errorf("JSON has no %s:\n%s", key, js)
+					}
+				}
+			}
+		})
+	}
+}

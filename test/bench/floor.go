@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Floor is what a bare client took to send the writes lifeboat needs for
+// the same burst, in the same run, against an equivalent fresh set of nodes
+// and pods: one cordon+taint PATCH per node, then one Eviction per pod,
+// Concurrency requests at once and no client rate limit. Times are seconds
+// since its first request: AllCordoned when a node watch saw the last node
+// cordoned (as lifeboat's cordons are seen), CordonsAnswered and AllEvicted
+// when the API server answered the last cordon and eviction, AllGone when a
+// pod watch saw the last pod deleted (kwok deletes an evicted pod).
+type Floor struct {
+	Nodes           int     `json:"nodes"`
+	Pods            int     `json:"pods"`
+	Concurrency     int     `json:"concurrency"`
+	AllCordoned     float64 `json:"all_cordoned_s"`
+	CordonsAnswered float64 `json:"cordons_answered_s"`
+	AllEvicted      float64 `json:"all_evicted_s"`
+	AllGone         float64 `json:"all_pods_gone_s"`
+	// APIRequests is the API server's apiserver_request_total by verb over
+	// the floor run (every client).
+	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`
+}
+
+// VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
+// against all cordoned, all drained (pods gone, node marked) against all
+// pods gone. 0 when either side has no time.
+type VsFloor struct {
+	Cordoned float64 `json:"all_cordoned"`
+	Drained  float64 `json:"all_drained"`
+}
+
+// compare fills r.VsFloor from r's totals and r.Floor.
+func (r *Result) compare() {
+	if r.Floor == nil {
+		r.VsFloor = nil
+		return
+	}
+	ratio := func(a, b float64) float64 {
+		if a <= 0 || b <= 0 {
+			return 0
+		}
+		return a / b
+	}
+	r.VsFloor = &VsFloor{Cordoned: ratio(r.AllCordoned, r.Floor.AllCordoned), Drained: ratio(r.AllDrained, r.Floor.AllGone)}
+}
+
+// floorTable is the report's lines about the floor and where lifeboat's
+// time went before the cordons (receiving), empty when neither was measured.
+func (r *Result) floorTable() string {
+	var b strings.Builder
+	if r.AllReceived > 0 {
+		fmt.Fprintf(&b, "lifeboat received all %d messages at %.2f s (its events-received counter, polled every 0.1 s)\n", r.Nodes, r.AllReceived)
+	}
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(&b, "bare client (%d requests at once, no rate limit; %d nodes, %d pods): all cordoned %.2f s, all evicted %.2f s, all pods gone %.2f s\n",
+			f.Concurrency, f.Nodes, f.Pods, f.AllCordoned, f.AllEvicted, f.AllGone)
+		if v := r.VsFloor; v != nil {
+			fmt.Fprintf(&b, "lifeboat / bare client: all cordoned %.2f x, all drained %.2f x (pods gone)\n", v.Cordoned, v.Drained)
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "\n" + b.String()
+}

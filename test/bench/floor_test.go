@@ -1,0 +1,257 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// floorConcurrency is how many requests the bare client keeps in flight:
+// enough to keep the API server busy on two cores, few enough not to
+// measure its queueing instead of its throughput.
+const floorConcurrency = 32
+
+// floorCordonPatch is what lifeboat's cordon of a Spot notice writes: the
+// node unschedulable, its taint and the annotation that lifeboat cordoned
+// it.
+const floorCordonPatch = `{"metadata":{"annotations":{"lifeboat.io/cordoned":"true"}},"spec":{"unschedulable":true,"taints":[{"key":"lifeboat.io/spot-interruption","value":"spot-interruption","effect":"NoSchedule"}]}}`
+
+// runFloor creates a fresh set of n nodes with podsPer pods each (named
+// floor-<i>-NNNN, in a namespace of their own), then sends, as fast as the
+// API server takes them, exactly the writes lifeboat needs for them: every
+// cordon+taint PATCH, then every Eviction, floorConcurrency at once with no
+// client rate limit. It waits until kwok has deleted every evicted pod,
+// deletes the nodes again and returns the times.
+func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer int) *Floor {
+	ns := env.Namespace(b)
+	f := plainFleet(ctx, b, env, ns, fmt.Sprintf("floor-%d", i), n, podsPer)
+	defer func() {
+		for _, name := range f.names {
+			_ = env.DeleteNode(ctx, name)
+		}
+	}()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS = -1 // no client-side rate limiter
+	cfg.RateLimiter = nil
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(pods.Items) != n*podsPer {
+		b.Fatalf("floor: %d pods in %s, want %d", len(pods.Items), ns, n*podsPer)
+	}
+
+	// A node watch sees the cordons land, as the harness's sees
+	// lifeboat's; a pod watch on the namespace sees kwok delete the
+	// evicted pods.
+	mine := map[string]bool{}
+	for _, name := range f.names {
+		mine[name] = true
+	}
+	var mu sync.Mutex
+	unseen := len(f.names)
+	var lastCordon time.Time
+	seen := func(obj any) {
+		node, ok := obj.(*corev1.Node)
+		if !ok || !node.Spec.Unschedulable {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if mine[node.Name] {
+			delete(mine, node.Name)
+			unseen--
+			lastCordon = time.Now()
+		}
+	}
+	left := len(pods.Items)
+	var lastGone time.Time
+	allGone := make(chan struct{})
+	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	nodeInf := informers.NewSharedInformerFactory(env.Client, 0).Core().V1().Nodes().Informer()
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
+		mu.Lock()
+		defer mu.Unlock()
+		left--
+		if left == 0 {
+			lastGone = time.Now()
+			close(allGone)
+		}
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	ictx, stop := context.WithCancel(ctx)
+	defer stop()
+	go inf.RunWithContext(ictx)
+	go nodeInf.RunWithContext(ictx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodeInf.HasSynced) {
+		b.Fatal("floor: pod informer did not sync")
+	}
+	apiBefore, err := env.APIRequestCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	t0 := time.Now()
+	each := func(count int, do func(context.Context, int) error) time.Duration {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(floorConcurrency)
+		for j := range count {
+			g.Go(func() error { return do(gctx, j) })
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatalf("floor: %v", err)
+		}
+		return time.Since(t0)
+	}
+	cordoned := each(n, func(ctx context.Context, j int) error {
+		_, err := client.CoreV1().Nodes().Patch(ctx, f.names[j], types.StrategicMergePatchType, []byte(floorCordonPatch), metav1.PatchOptions{})
+		return err
+	})
+	evicted := each(len(pods.Items), func(ctx context.Context, j int) error {
+		p := &pods.Items[j]
+		return client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})
+	})
+	select {
+	case <-allGone:
+	case <-time.After(10 * time.Minute):
+		mu.Lock()
+		still := left
+		mu.Unlock()
+		b.Fatalf("floor: %d of %d evicted pods still there after 10 minutes", still, len(pods.Items))
+	}
+	apiAfter, err := env.APIRequestCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mu.Lock()
+	gone := lastGone.Sub(t0)
+	notCordoned, cordonSeen := unseen, lastCordon.Sub(t0)
+	mu.Unlock()
+	if notCordoned > 0 {
+		b.Fatalf("floor: the node watch saw %d of %d nodes never cordoned", notCordoned, n)
+	}
+	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
+		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
+		APIRequests: Diff(apiBefore, apiAfter)}
+}
+
+// watchReceived polls lifeboat's lifeboat_events_received_total every
+// 100 ms from now until it has grown by n or ctx ends, and returns a
+// function that gives the moment it did (zero if it did not yet).
+func watchReceived(ctx context.Context, metricsURL string, n int) func() time.Time {
+	count := func() (float64, bool) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+		if err != nil {
+			return 0, false
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return 0, false
+		}
+		sum := 0.0
+		for _, v := range CountersByLabel(string(body), "lifeboat_events_received_total", "source") {
+			sum += v
+		}
+		return sum, true
+	}
+	base, _ := count()
+	var mu sync.Mutex
+	var at time.Time
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if c, ok := count(); ok && c-base >= float64(n) {
+				mu.Lock()
+				at = time.Now()
+				mu.Unlock()
+				return
+			}
+		}
+	}()
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
+	}
+}
+
+// profileCPU fetches a CPU profile of the given length from a pprof
+// endpoint and writes it to path; errors are logged, not fatal (the
+// profile is an aid, not a figure).
+func profileCPU(b *testing.B, addr string, seconds int, path string) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	if err != nil {
+		b.Logf("CPU profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Logf("CPU profile: status %d, %v: %s", resp.StatusCode, err, strings.TrimSpace(string(data[:min(len(data), 200)])))
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Logf("CPU profile: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Logf("CPU profile: %v", err)
+		return
+	}
+	b.Logf("CPU profile of lifeboat (%d s from the burst's start) written to %s", seconds, path)
+}
+
+// openSockets counts the sockets a process has open (0 if unreadable).
+func openSockets(pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n
+}
