@@ -35,6 +35,10 @@ const floorConcurrency = 32
 // it.
 const floorCordonPatch = `{"metadata":{"annotations":{"lifeboat.io/cordoned":"true"}},"spec":{"unschedulable":true,"taints":[{"key":"lifeboat.io/spot-interruption","value":"spot-interruption","effect":"NoSchedule"}]}}`
 
+// floorGrace is the grace period of the floor's evictions (lifeboat's
+// shortest, internal/drain's minGrace).
+var floorGrace int64 = 1
+
 // runFloor creates a fresh set of n nodes with podsPer pods each (named
 // floor-<i>-NNNN, in a namespace of their own), then sends, as fast as the
 // API server takes them, exactly the writes lifeboat needs for them: every
@@ -137,7 +141,11 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	})
 	evicted := each(len(pods.Items), func(ctx context.Context, j int) error {
 		p := &pods.Items[j]
-		return client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}})
+		// The grace period lifeboat asks for: never below 1 s (0 would be a
+		// force deletion; internal/drain's minGrace), so the harness's
+		// pods (their own grace 0) take the same second to go in both.
+		return client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &floorGrace}})
 	})
 	select {
 	case <-allGone:
