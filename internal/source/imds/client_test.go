@@ -348,3 +348,26 @@ func TestClientConnections(t *testing.T) {
 		}
 	})
 }
+
+// TestClientLongBody: a body over maxBody is cut there, and the rest of it
+// does not become the next read's answer (closing the body reads it off
+// the connection, which stays in use).
+func TestClientLongBody(t *testing.T) {
+	long := strings.Repeat("x", maxBody+100)
+	h := &httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance, PathSpot: long}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := NewClient(srv.URL, false)
+	body, err := c.Get(t.Context(), PathSpot)
+	if err != nil || len(body) != maxBody {
+		t.Fatalf("Get of a long body = %d bytes, %v; want %d", len(body), err, maxBody)
+	}
+	if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+		t.Fatalf("the read after a long body = %.40q, %v; want %q", body, err, testInstance)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gets != 2 {
+		t.Errorf("GETs for two reads = %d, want 2 (none failed on the rest of the long body)", h.gets)
+	}
+}
