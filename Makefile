@@ -66,14 +66,16 @@ test: deps tools lint
 	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
 
 # lint checks gofmt and that go.mod and go.sum are tidy (go mod tidy -diff),
-# and runs go vet and staticcheck, pinned in hack/tools/lint (built into bin/
-# from the module proxy). The unused-code check (U1000) is left out for
+# runs go vet, hack/testdates (no test fixes a date and hands the code the
+# wall clock: such a test fails once the day moves on) and staticcheck,
+# pinned in hack/tools/lint (built into bin/ from the module proxy). The unused-code check (U1000) is left out for
 # the test packages under test/ only. govulncheck is not run: it needs the
 # online vulnerability database (see docs/reliability.md).
 lint: $(BIN)/staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run ./hack/testdates ./internal ./cmd ./test ./hack
 	$(BIN)/staticcheck ./internal/... ./cmd/... ./hack/...
 	$(BIN)/staticcheck -checks inherit,-U1000 ./test/...
 

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/clock"
 
+	"lifeboat.dev/lifeboat/internal/clocktest"
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
@@ -76,9 +76,16 @@ func node(name, instance string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + instance}}
 }
 
+// testClock is the controller tests' clock: it reads clocktest.Epoch, the
+// date of the fixtures' events, when the tests start and runs at the wall
+// clock's pace, so that deadlines computed from those events mean the same
+// on any day. Times handed to the controller come from it, never from
+// time.Now.
+var testClock = clocktest.AtEpoch()
+
 // run starts a node index over client (restricted by no) and a controller
-// with d and o (Metrics, Clock and Log default to fresh, real and
-// discarding), waits until it has started and stops both when the test ends.
+// with d and o (Metrics, Clock and Log default to fresh, a clock that
+// starts at clocktest.Epoch, the fixtures' date, and discarding), waits until it has started and stops both when the test ends.
 func run(t *testing.T, client kubernetes.Interface, no nodes.Options, d Deps, o Options) *Controller {
 	t.Helper()
 	d.Nodes = nodes.New(clientset.New(client), no)
@@ -86,7 +93,7 @@ func run(t *testing.T, client kubernetes.Interface, no nodes.Options, d Deps, o 
 		d.Metrics = metrics.New()
 	}
 	if d.Clock == nil {
-		d.Clock = clock.RealClock{}
+		d.Clock = testClock
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -55,7 +55,7 @@ func TestCompleteLifecycleActionDelayCappedByDeadline(t *testing.T) {
 	lc := &fakeLifecycle{owned: true, hook: lifecycle.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: 48 * time.Hour}}
 	c, _, _ := startLifecycleWith(t, lc, nil, false, func(o *Options) { o.CompleteLifecycleDelay = time.Hour; o.DeadlineMargin = 100 * time.Millisecond })
 	w := &nodeWork{name: "node-a", reported: map[string]bool{}}
-	p := plan.Plan{Deadline: time.Now().Add(400 * time.Millisecond), Lifecycle: []event.LifecycleAction{{GroupName: "g", HookName: "h", Token: "t"}}}
+	p := plan.Plan{Deadline: testClock.Now().Add(400 * time.Millisecond), Lifecycle: []event.LifecycleAction{{GroupName: "g", HookName: "h", Token: "t"}}}
 	start := time.Now()
 	if err := c.delayCompletion(t.Context(), w, p); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/event"
@@ -27,7 +26,7 @@ import (
 func startExpiry(t *testing.T, expiry time.Duration, n *corev1.Node) (*Controller, *fake.Clientset, *record.FakeRecorder) {
 	t.Helper()
 	client := fake.NewClientset(n)
-	d := drain.New(clientset.New(client), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
+	d := drain.New(clientset.New(client), testClock, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
 	rec := record.NewFakeRecorder(100)
 	c := run(t, client, nodes.Options{}, Deps{Drainer: d, Recorder: rec},
 		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, RebalanceCordonExpiry: expiry, RetryBackoff: 100 * time.Millisecond})
@@ -35,7 +34,7 @@ func startExpiry(t *testing.T, expiry time.Duration, n *corev1.Node) (*Controlle
 }
 
 func rebalanceEvent(inst string) []event.Event {
-	return []event.Event{{ID: "rb-" + inst, Kind: event.RebalanceRecommendation, Source: event.SourceSQS, InstanceID: inst, Time: time.Now()}}
+	return []event.Event{{ID: "rb-" + inst, Kind: event.RebalanceRecommendation, Source: event.SourceSQS, InstanceID: inst, Time: testClock.Now()}}
 }
 
 func getNode(t *testing.T, client *fake.Clientset, name string) *corev1.Node {
@@ -112,7 +111,7 @@ func TestRebalanceCordonExpiresAfterRestart(t *testing.T) {
 	n.Spec.Unschedulable = true
 	n.Spec.Taints = []corev1.Taint{{Key: rebalanceTaint, Value: "rebalance-recommendation", Effect: corev1.TaintEffectNoSchedule}}
 	n.Annotations = map[string]string{drain.AnnotationCordoned: "true",
-		AnnotationRebalanceExpires: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
+		AnnotationRebalanceExpires: testClock.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
 	_, client, _ := startExpiry(t, time.Hour, n)
 	if got := getNode(t, client, "node-a"); !got.Spec.Unschedulable {
 		t.Fatal("uncordoned before the recorded time")

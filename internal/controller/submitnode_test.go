@@ -118,7 +118,7 @@ func TestCordonAnnotations(t *testing.T) {
 		got = due
 		return map[string]string{"lifeboat.io/reboot-maintenance": node}
 	}})
-	now := time.Now()
+	now := testClock.Now()
 	soon := event.Event{ID: "sc-now", Kind: event.ScheduledChange, Source: event.SourceIMDS, Action: "system-reboot", Deadline: now}
 	later := event.Event{ID: "sc-later", Kind: event.ScheduledChange, Source: event.SourceIMDS, Action: "system-reboot", Deadline: now.Add(24 * time.Hour)}
 	c.SubmitNode("self", []event.Event{soon, later})

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/clock"
+	"lifeboat.dev/lifeboat/internal/clocktest"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
@@ -123,7 +123,7 @@ func start(t *testing.T, o Options, nodeList ...*corev1.Node) (*Intake, *fakeDra
 	src := &fakeSource{}
 	m := metrics.New()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctrl := controller.New(controller.Deps{Nodes: index, Drainer: d, Metrics: m, Clock: clock.RealClock{}, Log: log},
+	ctrl := controller.New(controller.Deps{Nodes: index, Drainer: d, Metrics: m, Clock: clocktest.AtEpoch(), Log: log},
 		controller.Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.ScheduledChange}}})
 	in := New(index, ctrl, src, m, log, o)
 	var wg sync.WaitGroup

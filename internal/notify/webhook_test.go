@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+	"lifeboat.dev/lifeboat/internal/clocktest"
 
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -144,7 +145,7 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 // Both phases are delivered exactly once, however many signals repeat them.
 func TestBothPhasesOnce(t *testing.T) {
 	r := newReceiver(t)
-	f := start(t, Options{URL: r.URL + "/hook", Template: TemplateJSON}, clock.RealClock{})
+	f := start(t, Options{URL: r.URL + "/hook", Template: TemplateJSON}, clocktest.AtEpoch())
 	for range 3 {
 		f.w.Notify(note(PhaseReceived, "node-a"))
 	}
@@ -191,7 +192,7 @@ func TestDedupeWindow(t *testing.T) {
 // A 500 is retried with backoff until the endpoint accepts.
 func TestRetriesOn500(t *testing.T) {
 	r := newReceiver(t, 500, 502, 200)
-	f := start(t, Options{URL: r.URL}, clock.RealClock{})
+	f := start(t, Options{URL: r.URL}, clocktest.AtEpoch())
 	f.w.Notify(note(PhaseReceived, "node-a"))
 	r.waitRequests(t, 3)
 	waitFor(t, func() bool { return counter(t, f.m, "sent") == 1 })
@@ -207,7 +208,7 @@ func TestRetriesOn500(t *testing.T) {
 // A 4xx other than 429 is final: one request, counted as failed.
 func TestClientErrorIsFinal(t *testing.T) {
 	r := newReceiver(t, 404, 404, 404)
-	f := start(t, Options{URL: r.URL}, clock.RealClock{})
+	f := start(t, Options{URL: r.URL}, clocktest.AtEpoch())
 	f.w.Notify(note(PhaseReceived, "node-a"))
 	waitFor(t, func() bool { return counter(t, f.m, "failed") == 1 })
 	if n := len(r.requests()); n != 1 {
@@ -221,7 +222,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	const token = "T0000000/B0000000/XXXXsecretXXXX"
 	const auth = "Bearer sup3r-s3cr3t"
 	r := newReceiver(t, 500, 500, 500)
-	f := start(t, Options{URL: r.URL + "/services/" + token + "?key=qsecret", Headers: http.Header{"Authorization": {auth}}, Attempts: 3}, clock.RealClock{})
+	f := start(t, Options{URL: r.URL + "/services/" + token + "?key=qsecret", Headers: http.Header{"Authorization": {auth}}, Attempts: 3}, clocktest.AtEpoch())
 	f.w.Notify(note(PhaseReceived, "node-a"))
 	waitFor(t, func() bool { return strings.Contains(f.logs.String(), "webhook notification failed") })
 	r.mu.Lock()
@@ -234,7 +235,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	// An endpoint that cannot be reached: the HTTP client's error names the URL.
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
-	g := start(t, Options{URL: closed.URL + "/services/" + token, Headers: http.Header{"Authorization": {auth}}, Attempts: 2}, clock.RealClock{})
+	g := start(t, Options{URL: closed.URL + "/services/" + token, Headers: http.Header{"Authorization": {auth}}, Attempts: 2}, clocktest.AtEpoch())
 	g.w.Notify(note(PhaseReceived, "node-a"))
 	waitFor(t, func() bool { return strings.Contains(g.logs.String(), "webhook notification failed") })
 
@@ -251,7 +252,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 }
 
 func TestNewRefusesBadURLWithoutEchoingIt(t *testing.T) {
-	_, err := New(Options{URL: "hooks.example.com/secret-path"}, clock.RealClock{}, slog.New(slog.DiscardHandler), metrics.New())
+	_, err := New(Options{URL: "hooks.example.com/secret-path"}, clocktest.AtEpoch(), slog.New(slog.DiscardHandler), metrics.New())
 	if err == nil || strings.Contains(err.Error(), "secret-path") {
 		t.Fatalf("New error = %v; want an error that does not echo the URL", err)
 	}
@@ -282,7 +283,7 @@ func TestProxy(t *testing.T) {
 		_, _ = io.Copy(w, resp.Body)
 	}))
 	t.Cleanup(proxy.Close)
-	f := start(t, Options{URL: r.URL + "/via-proxy", Proxy: proxy.URL}, clock.RealClock{})
+	f := start(t, Options{URL: r.URL + "/via-proxy", Proxy: proxy.URL}, clocktest.AtEpoch())
 	f.w.Notify(note(PhaseReceived, "node-a"))
 	r.waitRequests(t, 1)
 	mu.Lock()
@@ -295,7 +296,7 @@ func TestProxy(t *testing.T) {
 // Notify never blocks: what does not fit the queue is dropped and counted.
 func TestNotifyDropsWhenFull(t *testing.T) {
 	m := metrics.New()
-	w, err := New(Options{URL: "http://127.0.0.1:1/x", QueueSize: 1}, clock.RealClock{}, slog.New(slog.DiscardHandler), m)
+	w, err := New(Options{URL: "http://127.0.0.1:1/x", QueueSize: 1}, clocktest.AtEpoch(), slog.New(slog.DiscardHandler), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestTemplateFiles(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.text), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := New(Options{URL: "https://hooks.example.com/x", Template: path}, clock.RealClock{}, slog.New(slog.DiscardHandler), metrics.New())
+			_, err := New(Options{URL: "https://hooks.example.com/x", Template: path}, clocktest.AtEpoch(), slog.New(slog.DiscardHandler), metrics.New())
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("New: %v", err)
@@ -401,7 +402,7 @@ func TestTemplateFiles(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Options{URL: "https://hooks.example.com/x", Template: filepath.Join(dir, "missing")}, clock.RealClock{}, slog.New(slog.DiscardHandler), metrics.New()); err == nil || !strings.Contains(err.Error(), "neither slack, teams nor json") {
+	if _, err := New(Options{URL: "https://hooks.example.com/x", Template: filepath.Join(dir, "missing")}, clocktest.AtEpoch(), slog.New(slog.DiscardHandler), metrics.New()); err == nil || !strings.Contains(err.Error(), "neither slack, teams nor json") {
 		t.Errorf("missing template file: %v", err)
 	}
 }
