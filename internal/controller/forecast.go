@@ -15,9 +15,11 @@ import (
 )
 
 // forecastSource reads what the drain forecast needs: the pods a drain of
-// the node would evict and the PodDisruptionBudgets (drain.ForecastSource).
+// the node would evict and the PodDisruptionBudgets, and the drain's
+// --pod-grace-period and --node-grace-period (drain.ForecastSource).
 type forecastSource interface {
 	ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error)
+	DrainGrace() (pod, node time.Duration)
 }
 
 // reasonForecastMiss is the Event reason of a drain forecast to miss the
@@ -41,13 +43,14 @@ func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan
 		close(stopped)
 		return stopped
 	}
+	started := c.Clock.Now() // the drain's start, from which --node-grace-period counts
 	go func() {
 		defer close(stopped)
 		first := true
 		for {
 			now := c.Clock.Now()
 			left := p.Deadline.Sub(now)
-			if left <= 0 || c.forecastOnce(ctx, w, p, first) {
+			if left <= 0 || c.forecastOnce(ctx, w, p, started, first) {
 				return
 			}
 			first = false
@@ -63,7 +66,7 @@ func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan
 
 // forecastOnce computes one forecast and reports a miss; it returns true
 // when there is nothing more to watch (a miss was reported for this work).
-func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan, first bool) bool {
+func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan, started time.Time, first bool) bool {
 	pods, pdbs, err := c.Forecast.ForecastInputs(ctx, w.name)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -72,7 +75,9 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 		return false
 	}
 	now := c.Clock.Now()
-	f := forecast.For(forecast.Input{Now: now, Deadline: p.Deadline, Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs})
+	podGrace, nodeGrace := c.Forecast.DrainGrace()
+	f := forecast.For(forecast.Input{Now: now, Deadline: p.Deadline, Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs,
+		PodGrace: podGrace, NodeGrace: nodeGrace, Started: started})
 	if first {
 		toEmpty := "unbounded (a PodDisruptionBudget blocks)"
 		if f.Bounded {

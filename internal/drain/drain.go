@@ -50,8 +50,9 @@ type Options struct {
 	// client evictions use.
 	NodeClient Client
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
-	// a deadline, a pod still present StuckAfter past the end of its grace
-	// period (counted from when the wait began) is reported stuck
+	// a deadline, a pod still present StuckAfter past the end of the grace
+	// period it got (Actions.PodGrace when set, else its own; counted from
+	// when the wait began) is reported stuck
 	// (Result.Stuck) and no longer waited for: a dead kubelet never
 	// finishes its deletion. After the deadline's force deletion, a pod
 	// still present StuckAfter later (a finalizer nobody removes) is
@@ -205,7 +206,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 		} else {
 			// The deadline's rules hold for them too: wait until it, then
 			// force-delete (when enabled) or leave them (ErrDeadline).
-			w, err := d.waitGone(ctx, node, refused, "", deadline, report)
+			w, err := d.waitGone(ctx, node, refused, nil, "", deadline, report)
 			res.addWait(w)
 			forcedStuck = forcedStuck || w.forcedStuck
 			if err != nil {
@@ -340,6 +341,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		return nil, waitResult{}, err
 	}
 	var wait, refused []corev1.Pod
+	granted := make(map[types.UID]int64, len(pods))
 	for i, o := range outcomes {
 		if o.capped {
 			res.GraceCapped++
@@ -349,6 +351,9 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 			res.Evicted++
 			res.Pods = append(res.Pods, pods[i].Namespace+"/"+pods[i].Name)
 			wait = append(wait, pods[i])
+			if o.kind == evictAccepted {
+				granted[pods[i].UID] = o.grace
+			}
 		case evictDeadline:
 			wait = append(wait, pods[i]) // waitGone applies the deadline's rules
 		case evictRefused:
@@ -356,7 +361,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 			refused = append(refused, pods[i])
 		}
 	}
-	w, err := d.waitGone(ctx, node, wait, listRV, deadline, report)
+	w, err := d.waitGone(ctx, node, wait, granted, listRV, deadline, report)
 	res.addWait(w)
 	return refused, w, err
 }

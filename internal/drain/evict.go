@@ -35,6 +35,10 @@ type evictOutcome struct {
 	capped bool
 	// reason is the API server's answer to a refused eviction.
 	reason string
+	// grace is the grace period, in seconds, the pod got when it was
+	// accepted: the eviction's, or the pod's own when the namespace
+	// controller deletes it.
+	grace int64
 }
 
 // minGrace is the shortest grace period an eviction asks for. 0 would make
@@ -53,7 +57,11 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 		err := d.postEviction(ctx, pod, grace)
 		switch {
 		case err == nil:
-			return evictOutcome{kind: evictAccepted, capped: capped}, nil
+			got := ownGrace(pod)
+			if grace != nil {
+				got = *grace
+			}
+			return evictOutcome{kind: evictAccepted, capped: capped, grace: got}, nil
 		case ctx.Err() != nil:
 			return evictOutcome{}, ctx.Err()
 		case apierrors.IsNotFound(err):
@@ -74,7 +82,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			// No eviction can be created in a namespace being deleted; the
 			// namespace controller deletes its pods with their own grace.
 			d.log.Info("pod's namespace is being deleted, waiting for the pod to go", "node", pod.Spec.NodeName, "pod", name)
-			return evictOutcome{kind: evictAccepted}, nil
+			return evictOutcome{kind: evictAccepted, grace: ownGrace(pod)}, nil
 		case refusedForGood(err):
 			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
 			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil

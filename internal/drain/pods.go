@@ -3,6 +3,7 @@ package drain
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -29,7 +30,13 @@ type ForecastSource struct {
 	Client ForecastClient
 	// Skip reports pods the drain never evicts (Options.Skip); nil: none.
 	Skip func(*corev1.Pod) bool
+	// PodGrace and NodeGrace are the drain's (Actions.PodGrace and
+	// Actions.NodeGrace): the forecast works with the grace the drain gives.
+	PodGrace, NodeGrace time.Duration
 }
+
+// DrainGrace returns the drain's PodGrace and NodeGrace.
+func (s ForecastSource) DrainGrace() (pod, node time.Duration) { return s.PodGrace, s.NodeGrace }
 
 // ForecastInputs lists the node's pods to evict and every budget (one
 // cluster-wide list: the pods may be in any namespace).
@@ -76,4 +83,18 @@ func listToEvict(ctx context.Context, client Client, node string, skip func(*cor
 		}
 	}
 	return out, list.ResourceVersion, nil
+}
+
+// EvictionGrace is the grace period Drain's evictions ask for before a
+// deadline cuts it: podGrace (Actions.PodGrace) when positive, else the
+// pod's own; never below a second.
+func EvictionGrace(p *corev1.Pod, podGrace time.Duration) time.Duration {
+	return time.Duration(max(Actions{PodGrace: podGrace}.requestedGrace(p), minGrace)) * time.Second
+}
+
+// DrainDeadline is the deadline Drain works to when it starts at started:
+// deadline (zero: none), or nodeGrace (Actions.NodeGrace) after started
+// when that is earlier.
+func DrainDeadline(deadline, started time.Time, nodeGrace time.Duration) time.Time {
+	return Actions{NodeGrace: nodeGrace}.capDeadline(deadline, started)
 }

@@ -41,6 +41,8 @@ type waitingPod struct {
 	pod corev1.Pod
 	// until is when the pod counts as stuck (zero: not before the deadline).
 	until time.Time
+	// grace is the grace period, in seconds, the pod got (for a report).
+	grace int64
 	// forced: force-deleted at the deadline.
 	forced bool
 }
@@ -48,22 +50,31 @@ type waitingPod struct {
 // waitGone watches the node's pods until none of pods (by UID) is left,
 // within bounds: with a deadline, at the deadline the pods left are
 // force-deleted (ForceDeleteAtDeadline) and waited for StuckAfter more, or
-// left (ErrDeadline); without one, each pod is waited for its grace period
-// plus StuckAfter. A pod past its bound is reported stuck, not waited on.
+// left (ErrDeadline); without one, each pod is waited for the grace period
+// it got plus StuckAfter. A pod past its bound is reported stuck, not waited
+// on. granted holds the grace period, in seconds, each pod got (its
+// eviction's, see evictOutcome.grace); a pod not in it is counted with the
+// grace its eviction asks for (Actions.PodGrace, else its own).
 //
 // The first watch starts at fromRV, the resourceVersion of the list the
 // pods came from, so every deletion since is seen without listing again
 // (one request less per node in a burst); when a watch ends (410 Gone for
 // an old version, a closed connection), it lists and watches anew after a
 // backoff (relistBackoff), so watches that end at once do not spin.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, granted map[types.UID]int64, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
 	var res waitResult
 	start := d.clock.Now()
 	waiting := make(map[types.UID]*waitingPod, len(pods))
 	for _, p := range pods {
-		wp := &waitingPod{pod: p}
+		grace, ok := granted[p.UID]
+		if !ok {
+			grace = d.acts.requestedGrace(&p)
+		}
+		wp := &waitingPod{pod: p, grace: max(grace, minGrace)}
 		if deadline.IsZero() {
-			wp.until = start.Add(time.Duration(max(ownGrace(&p), minGrace))*time.Second + d.stuckAfter)
+			// The grace ran from the eviction, which came before start:
+			// this bound is never earlier than the kubelet's.
+			wp.until = start.Add(time.Duration(wp.grace)*time.Second + d.stuckAfter)
 		}
 		waiting[p.UID] = wp
 	}
@@ -195,7 +206,7 @@ func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*wai
 
 // stuckProblem says why a pod counts as stuck.
 func (d *Drainer) stuckProblem(wp *waitingPod) PodProblem {
-	reason := fmt.Sprintf("still terminating %v after its %d s grace period (is its kubelet down?)", d.stuckAfter, max(ownGrace(&wp.pod), minGrace))
+	reason := fmt.Sprintf("still terminating %v after its %d s grace period (is its kubelet down?)", d.stuckAfter, wp.grace)
 	if wp.forced {
 		reason = fmt.Sprintf("still present %v after its deletion at the deadline", d.stuckAfter)
 	}

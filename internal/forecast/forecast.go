@@ -2,6 +2,9 @@
 // deadline, from what is known when the work starts: the deadline, the pods
 // left (grace period, preStop hook, drain order), and the
 // PodDisruptionBudgets covering them with the disruptions they allow now.
+// The grace periods and the deadline are those the drain works with:
+// --pod-grace-period replaces each pod's own, --node-grace-period caps the
+// deadline (drain.EvictionGrace, drain.DrainDeadline).
 //
 // It is pure: no I/O, no clock (the caller passes now). The prediction is
 // a bound, not a simulation: a pod is assumed to take its whole grace
@@ -61,6 +64,15 @@ type Input struct {
 	// PDBs are the PodDisruptionBudgets of the cluster (or at least of the
 	// pods' namespaces), with their status as it is now.
 	PDBs []policyv1.PodDisruptionBudget
+	// PodGrace, if positive, is the grace period every eviction asks for
+	// instead of the pod's own (--pod-grace-period, drain.Actions.PodGrace).
+	PodGrace time.Duration
+	// NodeGrace, if positive, caps the drain: its deadline is the earlier
+	// of Deadline and NodeGrace after Started (--node-grace-period,
+	// drain.Actions.NodeGrace).
+	NodeGrace time.Duration
+	// Started is when the drain started (zero: Now).
+	Started time.Time
 }
 
 // Miss is a pod that will not be gone before the deadline.
@@ -81,7 +93,9 @@ func (m Miss) String() string {
 type Forecast struct {
 	// Pods counts the pods left to drain.
 	Pods int
-	// TimeLeft is the time until the deadline (zero without one).
+	// TimeLeft is the time until AWS's deadline, Input.Deadline (zero
+	// without one). Misses are counted against the drain's deadline, which
+	// Input.NodeGrace may make earlier; their details say so.
 	TimeLeft time.Duration
 	// ToEmpty is the expected time until the last pod is gone (grace
 	// periods cut to the deadline as the drainer cuts them); Bounded is
@@ -100,13 +114,25 @@ func (f Forecast) Missed() bool { return len(f.Misses) > 0 }
 // For forecasts one node's drain.
 func For(in Input) Forecast {
 	f := Forecast{Pods: len(in.Pods), Bounded: true}
-	hasDeadline := !in.Deadline.IsZero()
+	if !in.Deadline.IsZero() {
+		f.TimeLeft = max(in.Deadline.Sub(in.Now), 0)
+	}
+	started := in.Started
+	if started.IsZero() {
+		started = in.Now
+	}
+	// deadline is the drain's: AWS's, or NodeGrace after its start.
+	deadline := drain.DrainDeadline(in.Deadline, started, in.NodeGrace)
+	hasDeadline := !deadline.IsZero()
+	before := "the deadline"
+	if !deadline.Equal(in.Deadline) {
+		before = fmt.Sprintf("the drain's deadline %s (--node-grace-period %s after its start)", deadline.UTC().Format(time.RFC3339), in.NodeGrace)
+	}
 	// usable is how long pods may take from now: the drainer caps grace
 	// periods to end Margin before the deadline.
 	var usable time.Duration
 	if hasDeadline {
-		f.TimeLeft = max(in.Deadline.Sub(in.Now), 0)
-		usable = max(f.TimeLeft-in.Margin, 0)
+		usable = max(deadline.Sub(in.Now)-in.Margin, 0)
 	}
 	allowed := make([]int32, len(in.PDBs))
 	onNode := make([]int, len(in.PDBs)) // pods of each budget left to evict
@@ -132,14 +158,18 @@ func For(in Input) Forecast {
 		groupBlocked := false
 		for i := range group {
 			p := &group[i]
-			grace := GraceOf(p)
+			grace := drain.EvictionGrace(p, in.PodGrace)
+			graceNote := ""
+			if in.PodGrace > 0 {
+				graceNote = " (--pod-grace-period)"
+			}
 			if p.DeletionTimestamp != nil {
 				// Already asked to leave: gone by its deletion timestamp
 				// (now plus the grace period it was given).
 				left := max(p.DeletionTimestamp.Sub(in.Now), 0)
 				end = max(end, left)
 				if hasDeadline && left > usable {
-					miss(p, GraceExceedsTimeLeft, fmt.Sprintf("terminating until %s, after the deadline", p.DeletionTimestamp.UTC().Format(time.RFC3339)))
+					miss(p, GraceExceedsTimeLeft, fmt.Sprintf("terminating until %s, after %s", p.DeletionTimestamp.UTC().Format(time.RFC3339), before))
 				}
 				continue
 			}
@@ -166,10 +196,10 @@ func For(in Input) Forecast {
 				hook = "its preStop hook is cut short"
 			}
 			if grace <= usable {
-				miss(p, OrderedTooLate, fmt.Sprintf("asked to leave %s from now (group %d, system-critical pods last) with a grace period of %s; %s left: %s",
-					start.Round(time.Second), gi+1, grace, usable.Round(time.Second), hook))
+				miss(p, OrderedTooLate, fmt.Sprintf("asked to leave %s from now (group %d, system-critical pods last) with a grace period of %s%s; %s left before %s: %s",
+					start.Round(time.Second), gi+1, grace, graceNote, usable.Round(time.Second), before, hook))
 			} else {
-				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s, %s left before the deadline: %s", grace, usable.Round(time.Second), hook))
+				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s%s, %s left before %s: %s", grace, graceNote, usable.Round(time.Second), before, hook))
 			}
 		}
 		if groupBlocked {

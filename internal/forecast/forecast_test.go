@@ -1,6 +1,7 @@
 package forecast
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +157,68 @@ func TestMissDetail(t *testing.T) {
 	want := "shop/batch (GraceExceedsTimeLeft: grace period 5m0s, 2m0s left before the deadline: its preStop hook is cut short)"
 	if len(f.Misses) != 1 || f.Misses[0].String() != want {
 		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+}
+
+// Issue 22, defect 10: the forecast works with the grace the drain gives:
+// --pod-grace-period replaces each pod's own (never below 1 s, as the
+// drain's evictions), and --node-grace-period caps the drain's deadline at
+// that long after the drain started. Before the fix both were ignored: a
+// pod whose own grace exceeds the notice was reported although the drain
+// asks for less (a false warning), and pods the drain cuts to fit the
+// pod or node grace were not reported (missing warnings).
+func TestForUsesTheDrainsGrace(t *testing.T) {
+	spot := now.Add(2 * time.Minute)
+	tests := []struct {
+		name       string
+		deadline   time.Time
+		margin     time.Duration
+		podGrace   time.Duration
+		nodeGrace  time.Duration
+		started    time.Duration // before now
+		pods       []corev1.Pod
+		want       []missed
+		wantEmpty  time.Duration
+		wantDetail string // in the first miss's detail
+	}{
+		{name: "--pod-grace-period shorter than a pod's own: it fits", deadline: spot, podGrace: 30 * time.Second,
+			pods: []corev1.Pod{pod("batch", grace(600), preStop())}, wantEmpty: 30 * time.Second},
+		{name: "--pod-grace-period below a second: 1 s, as the drain asks", deadline: spot, podGrace: 500 * time.Millisecond,
+			pods: []corev1.Pod{pod("batch", grace(600))}, wantEmpty: time.Second},
+		{name: "--pod-grace-period longer than the notice", deadline: spot, podGrace: 5 * time.Minute,
+			pods: []corev1.Pod{pod("web", grace(30))}, want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: 2 * time.Minute,
+			wantDetail: "grace period 5m0s (--pod-grace-period)"},
+		{name: "--pod-grace-period orders the critical pod too late", deadline: spot, podGrace: 90 * time.Second,
+			pods: []corev1.Pod{pod("worker", grace(10)), pod("dns", critical(), grace(10))}, want: []missed{{"dns", OrderedTooLate}}, wantEmpty: 2 * time.Minute},
+		{name: "--node-grace-period before AWS's deadline cuts a pod that fits the notice", deadline: spot, nodeGrace: time.Minute,
+			pods: []corev1.Pod{pod("web", grace(90))}, want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: time.Minute,
+			wantDetail: "--node-grace-period"},
+		{name: "--node-grace-period counts from the drain's start", deadline: spot, nodeGrace: time.Minute, started: 30 * time.Second,
+			pods: []corev1.Pod{pod("web", grace(45))}, want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: 30 * time.Second},
+		{name: "--node-grace-period less the margin", deadline: spot, margin: 5 * time.Second, nodeGrace: time.Minute,
+			pods: []corev1.Pod{pod("web", grace(58))}, want: []missed{{"web", GraceExceedsTimeLeft}}, wantEmpty: 55 * time.Second},
+		{name: "--node-grace-period after AWS's deadline changes nothing", deadline: spot, nodeGrace: 10 * time.Minute,
+			pods: []corev1.Pod{pod("web", grace(60))}, wantEmpty: time.Minute},
+		{name: "--node-grace-period without an AWS deadline is the drain's deadline", nodeGrace: time.Minute,
+			pods: []corev1.Pod{pod("batch", grace(120))}, want: []missed{{"batch", GraceExceedsTimeLeft}}, wantEmpty: time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := For(Input{Now: now, Deadline: tt.deadline, Margin: tt.margin, Pods: tt.pods,
+				PodGrace: tt.podGrace, NodeGrace: tt.nodeGrace, Started: now.Add(-tt.started)})
+			var got []missed
+			for _, m := range f.Misses {
+				got = append(got, missed{m.Name, m.Reason})
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("misses (-want +got):\n%s", d)
+			}
+			if !f.Bounded || f.ToEmpty != tt.wantEmpty {
+				t.Errorf("to empty = %v bounded %v, want %v bounded", f.ToEmpty, f.Bounded, tt.wantEmpty)
+			}
+			if tt.wantDetail != "" && (len(f.Misses) == 0 || !strings.Contains(f.Misses[0].Detail, tt.wantDetail)) {
+				t.Errorf("misses %v, want the first one's detail to contain %q", f.Misses, tt.wantDetail)
+			}
+		})
 	}
 }

@@ -119,9 +119,11 @@ func nodeOf(n corev1.Node, now time.Time) (Node, bool) {
 	if raw := n.Annotations[drain.AnnotationEvents]; raw != "" {
 		_ = json.Unmarshal([]byte(raw), &evs) // unreadable: shown with what the taints say
 	}
+	// lifeboat's taints carry --taint-effect (NoSchedule, NoExecute or
+	// PreferNoSchedule): they are known by their key alone.
 	tainted := false
 	for _, t := range n.Spec.Taints {
-		if strings.HasPrefix(t.Key, plan.TaintPrefix) && t.Effect == corev1.TaintEffectNoSchedule {
+		if strings.HasPrefix(t.Key, plan.TaintPrefix) {
 			tainted = true
 			if s.Reason == "" {
 				s.Reason = t.Value

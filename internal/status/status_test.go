@@ -172,3 +172,30 @@ ip-10-0-1-5  kube-system/agent  Running      stays (DaemonSet or mirror pod)
 		t.Errorf("JSON round trip: %v %+v\n%s", err, doc, b.String())
 	}
 }
+
+// Issue 22, defect 9: lifeboat's taints carry --taint-effect, so a node is
+// read by the taint's key whatever its effect. Before the fix only
+// NoSchedule taints were counted: with NoExecute or PreferNoSchedule a node
+// being drained showed as "scheduled" and a drained node was not listed.
+func TestBuildReadsLifeboatTaintOfAnyEffect(t *testing.T) {
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, Deadline: now.Add(90 * time.Second)}
+	drainedAt := now.Add(-time.Minute)
+	for _, effect := range []corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectNoExecute, corev1.TaintEffectPreferNoSchedule} {
+		t.Run(string(effect), func(t *testing.T) {
+			taint := corev1.Taint{Key: "lifeboat.io/spot-interruption", Value: "spot-interruption", Effect: effect}
+			nodes := []corev1.Node{
+				node("draining", map[string]string{drain.AnnotationEvents: events(t, spot)}, taint),
+				node("drained", map[string]string{controller.AnnotationDrained: drainedAt.Format(time.RFC3339)}, taint),
+			}
+			want := []Node{
+				{Name: "draining", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
+				{Name: "drained", InstanceID: "i-0123456789abcdef0", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: drainedAt},
+			}
+			gj, _ := json.Marshal(Build(nodes, nil, now))
+			wj, _ := json.Marshal(want)
+			if string(gj) != string(wj) {
+				t.Errorf("Build with --taint-effect %s:\n got %s\nwant %s", effect, gj, wj)
+			}
+		})
+	}
+}
