@@ -45,6 +45,17 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
 		o.HTTPClient = fenced
 	})
+	// Handing messages back (visibility 0) acts on nothing: it goes past
+	// the fence, so that a replica that lost the Lease still gives back
+	// what it holds (sqs.Options.HandBack). Receives, extensions and
+	// deletes stay fenced: a receive takes work, an extension hides it
+	// from the next leader; a delete of finished work would be safe, but
+	// a deposed replica's finished message simply comes back and is
+	// recognised as done, as after a crash.
+	handBackClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) {
+		setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
+		o.HTTPClient = httpClient
+	})
 
 	cs, err := a.mainClientset()
 	if err != nil {
@@ -60,6 +71,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 			a.ready.source.Store(false)
 		},
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
+		HandBack:  handBackClient,
 	})
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)

@@ -47,6 +47,13 @@ type Options struct {
 // lead's error, else ErrLost) so that the process never acts beside a new
 // leader; until lead has returned, fence keeps it from writing. Run returns
 // only after lead has returned.
+//
+// When ctx ends (SIGTERM: a rollout, a restart) the work stops first,
+// while this replica still holds the Lease and keeps renewing it, so that
+// its last acts (the SQS source handing back the messages it holds) go
+// through the open fence; only then is the Lease released, and the next
+// leader finds the messages on the queue at once. A work that takes longer
+// than releaseWithin to stop loses the Lease anyway (and is fenced).
 func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context) error) error {
 	renewDeadline := o.LeaseDuration * 2 / 3
 	lock := &fencedLock{
@@ -64,6 +71,10 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	if onLeading == nil {
 		onLeading = func(bool) {}
 	}
+	// The election's own context ends only after the work has stopped (or
+	// releaseWithin after ctx ended): ending it releases the Lease.
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
 	var w work
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -74,9 +85,14 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 		Name:            "lifeboat",
 		Callbacks: leaderelection.LeaderCallbacks{
 			// client-go calls this in a goroutine of its own and does not
-			// wait for it: w keeps track.
-			OnStartedLeading: func(ctx context.Context) {
-				w.run(ctx, func(ctx context.Context) error {
+			// wait for it: w keeps track. The work ends when the Lease is
+			// lost (leading ends) or the process stops (ctx ends).
+			OnStartedLeading: func(leading context.Context) {
+				wctx, cancel := context.WithCancel(leading)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
+				w.run(wctx, func(ctx context.Context) error {
 					o.Log.Info("became leader", "identity", o.Identity)
 					onLeading(true)
 					return lead(ctx)
@@ -91,12 +107,51 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	le.Run(ctx) // returns when ctx ends or the Lease is lost; lead's context has ended
-	leadErr := w.wait(func() { o.Log.Info("leadership ended; waiting for the work to stop") })
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		le.Run(electCtx) // returns when the Lease is lost or electCtx ends
+	}()
+	var leadErr error
+	select {
+	case <-elected: // lost the Lease (or ctx ended while acquiring): the work's context has ended
+		leadErr = w.wait(func() { o.Log.Info("leadership ended; waiting for the work to stop") })
+	case <-ctx.Done():
+		leadErr = stopThenRelease(&w, stopElection, o.Log)
+	}
+	stopElection()
+	<-elected
 	if ctx.Err() != nil || leadErr != nil {
 		return leadErr
 	}
 	return ErrLost
+}
+
+// releaseWithin bounds how long a stopping replica keeps the Lease while its
+// work stops (normally the SQS source's long polls in flight, at most 8 s,
+// and its hand-back, at most 5 s): the chart gives a stopping pod 30 s
+// before SIGKILL, and the next leader should not wait for the Lease to run
+// out.
+const releaseWithin = 20 * time.Second
+
+// stopThenRelease waits for the work, whose context has ended, and then
+// releases the Lease (stopElection); if the work takes longer than
+// releaseWithin, it releases the Lease first and still waits.
+func stopThenRelease(w *work, stopElection func(), log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() {
+		done <- w.wait(func() { log.Info("stopping: waiting for the work to stop before releasing the leader lease") })
+	}()
+	t := time.NewTimer(releaseWithin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		log.Warn("the work did not stop in time; releasing the leader lease while it stops (fenced)", "after", releaseWithin)
+		stopElection()
+		return <-done
+	}
 }
 
 // work is the leader's work: started at most once, by the elector's
