@@ -110,22 +110,33 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	in := intake.New(index, ctrl, source, a.metrics, a.log, intakeOpts)
 	// lead runs the controller, the acknowledgements and, once the
 	// controller has resumed the nodes it was working on, the queue; all
-	// stop when leadership or the process ends.
+	// stop when leadership or the process ends. On a stop the queue stops
+	// first: its last long polls are answered and the messages it holds
+	// handed back while the controller still works (heartbeats included);
+	// then the controller stops, and only then is the Lease released
+	// (leader.Run), so the next leader finds the messages at once and the
+	// lifecycle actions lose no heartbeat to the wait.
 	lead := func(ctx context.Context) error {
-		lg, ctx := errgroup.WithContext(ctx)
-		lg.Go(func() error { return ctrl.Run(ctx) })
-		lg.Go(func() error { return in.Run(ctx) })
+		workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopWork()
+		lg, workCtx := errgroup.WithContext(workCtx)
+		lg.Go(func() error { return ctrl.Run(workCtx) })
+		lg.Go(func() error { return in.Run(workCtx) })
 		if cfg.ScaleInProtection {
-			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(ctx) })
+			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(workCtx) })
 		}
 		lg.Go(func() error {
+			defer stopWork()
+			queueCtx, stopQueue := context.WithCancel(workCtx)
+			defer stopQueue()
+			defer context.AfterFunc(ctx, stopQueue)()
 			select {
-			case <-ctx.Done():
+			case <-queueCtx.Done():
 				return nil
 			case <-ctrl.Started():
 			}
 			a.log.Info("consuming queue", "queueURL", cfg.QueueURL)
-			return source.Run(ctx, in.Handle)
+			return source.Run(queueCtx, in.Handle)
 		})
 		return lg.Wait()
 	}

@@ -147,7 +147,13 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 			return nil
 		})
 	}
-	g.Go(func() error { s.extendLoop(ctx); return nil })
+	// The messages held stay hidden until they are handed back: on a stop
+	// the extensions go on while the last long polls are answered (with a
+	// 10 s visibility timeout a message could otherwise come back by
+	// itself meanwhile, to another cluster's consumer).
+	holdCtx, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHolding()
+	g.Go(func() error { s.extendLoop(holdCtx); return nil })
 	var receivers sync.WaitGroup
 	for range s.o.Receivers {
 		receivers.Add(1)
@@ -159,6 +165,7 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 	}
 	g.Go(func() error {
 		receivers.Wait()
+		stopHolding()
 		close(work)
 		return nil
 	})
