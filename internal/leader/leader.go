@@ -40,6 +40,9 @@ type Options struct {
 	// OnLeading is told when this replica starts (true) and stops (false)
 	// leading; optional.
 	OnLeading func(bool)
+	// ReleaseWithin bounds how long a stopping replica keeps the Lease
+	// while its work stops (0: 20 s, see defaultReleaseWithin).
+	ReleaseWithin time.Duration
 }
 
 // Run runs lead while this replica holds the Lease, with a context that
@@ -53,7 +56,7 @@ type Options struct {
 // its last acts (the SQS source handing back the messages it holds) go
 // through the open fence; only then is the Lease released, and the next
 // leader finds the messages on the queue at once. A work that takes longer
-// than releaseWithin to stop loses the Lease anyway (and is fenced).
+// than Options.ReleaseWithin to stop loses the Lease anyway (and is fenced).
 func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context) error) error {
 	renewDeadline := o.LeaseDuration * 2 / 3
 	lock := &fencedLock{
@@ -72,7 +75,7 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 		onLeading = func(bool) {}
 	}
 	// The election's own context ends only after the work has stopped (or
-	// releaseWithin after ctx ended): ending it releases the Lease.
+	// ReleaseWithin after ctx ended): ending it releases the Lease.
 	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
 	var w work
@@ -117,7 +120,11 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	case <-elected: // lost the Lease (or ctx ended while acquiring): the work's context has ended
 		leadErr = w.wait(func() { o.Log.Info("leadership ended; waiting for the work to stop") })
 	case <-ctx.Done():
-		leadErr = stopThenRelease(&w, stopElection, o.Log)
+		within := o.ReleaseWithin
+		if within <= 0 {
+			within = defaultReleaseWithin
+		}
+		leadErr = stopThenRelease(&w, stopElection, within, o.Log)
 	}
 	stopElection()
 	<-elected
@@ -127,28 +134,28 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	return ErrLost
 }
 
-// releaseWithin bounds how long a stopping replica keeps the Lease while its
+// defaultReleaseWithin bounds how long a stopping replica keeps the Lease while its
 // work stops (normally the SQS source's long polls in flight, at most 8 s,
 // and its hand-back, at most 5 s): the chart gives a stopping pod 30 s
 // before SIGKILL, and the next leader should not wait for the Lease to run
 // out.
-const releaseWithin = 20 * time.Second
+const defaultReleaseWithin = 20 * time.Second
 
 // stopThenRelease waits for the work, whose context has ended, and then
-// releases the Lease (stopElection); if the work takes longer than
-// releaseWithin, it releases the Lease first and still waits.
-func stopThenRelease(w *work, stopElection func(), log *slog.Logger) error {
+// releases the Lease (stopElection); if the work takes longer than within,
+// it releases the Lease first and still waits.
+func stopThenRelease(w *work, stopElection func(), within time.Duration, log *slog.Logger) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- w.wait(func() { log.Info("stopping: waiting for the work to stop before releasing the leader lease") })
 	}()
-	t := time.NewTimer(releaseWithin)
+	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-t.C:
-		log.Warn("the work did not stop in time; releasing the leader lease while it stops (fenced)", "after", releaseWithin)
+		log.Warn("the work did not stop in time; releasing the leader lease while it stops (fenced)", "after", within)
 		stopElection()
 		return <-done
 	}
