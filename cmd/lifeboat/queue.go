@@ -45,6 +45,17 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
 		o.HTTPClient = fenced
 	})
+	// Handing messages back (visibility 0) acts on nothing: it goes past
+	// the fence, so that a replica that lost the Lease still gives back
+	// what it holds (sqs.Options.HandBack). Receives, extensions and
+	// deletes stay fenced: a receive takes work, an extension hides it
+	// from the next leader; a delete of finished work would be safe, but
+	// a deposed replica's finished message simply comes back and is
+	// recognised as done, as after a crash.
+	handBackClient := awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) {
+		setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"])
+		o.HTTPClient = httpClient
+	})
 
 	cs, err := a.mainClientset()
 	if err != nil {
@@ -60,6 +71,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 			a.ready.source.Store(false)
 		},
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
+		HandBack:  handBackClient,
 	})
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)
@@ -98,22 +110,33 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	in := intake.New(index, ctrl, source, a.metrics, a.log, intakeOpts)
 	// lead runs the controller, the acknowledgements and, once the
 	// controller has resumed the nodes it was working on, the queue; all
-	// stop when leadership or the process ends.
+	// stop when leadership or the process ends. On a stop the queue stops
+	// first: its last long polls are answered and the messages it holds
+	// handed back while the controller still works (heartbeats included);
+	// then the controller stops, and only then is the Lease released
+	// (leader.Run), so the next leader finds the messages at once and the
+	// lifecycle actions lose no heartbeat to the wait.
 	lead := func(ctx context.Context) error {
-		lg, ctx := errgroup.WithContext(ctx)
-		lg.Go(func() error { return ctrl.Run(ctx) })
-		lg.Go(func() error { return in.Run(ctx) })
+		workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopWork()
+		lg, workCtx := errgroup.WithContext(workCtx)
+		lg.Go(func() error { return ctrl.Run(workCtx) })
+		lg.Go(func() error { return in.Run(workCtx) })
 		if cfg.ScaleInProtection {
-			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(ctx) })
+			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(workCtx) })
 		}
 		lg.Go(func() error {
+			defer stopWork()
+			queueCtx, stopQueue := context.WithCancel(workCtx)
+			defer stopQueue()
+			defer context.AfterFunc(ctx, stopQueue)()
 			select {
-			case <-ctx.Done():
+			case <-queueCtx.Done():
 				return nil
 			case <-ctrl.Started():
 			}
 			a.log.Info("consuming queue", "queueURL", cfg.QueueURL)
-			return source.Run(ctx, in.Handle)
+			return source.Run(queueCtx, in.Handle)
 		})
 		return lg.Wait()
 	}

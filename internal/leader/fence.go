@@ -70,7 +70,8 @@ func (f *Fence) Transport(next http.RoundTripper) http.RoundTripper {
 // HTTPClient wraps an AWS client's HTTP client: while the fence is shut it
 // refuses every request. The SQS and Auto Scaling clients are used only by
 // the leader, and every one of their calls acts (receiving takes messages
-// from the other replicas).
+// from the other replicas), but one: handing a message back (visibility 0)
+// gives work away, so queue mode sends it through an unfenced client.
 func (f *Fence) HTTPClient(next aws.HTTPClient) aws.HTTPClient {
 	return fencedHTTPClient{next: next, fence: f}
 }

@@ -40,6 +40,9 @@ type Options struct {
 	// OnLeading is told when this replica starts (true) and stops (false)
 	// leading; optional.
 	OnLeading func(bool)
+	// ReleaseWithin bounds how long a stopping replica keeps the Lease
+	// while its work stops (0: 20 s, see defaultReleaseWithin).
+	ReleaseWithin time.Duration
 }
 
 // Run runs lead while this replica holds the Lease, with a context that
@@ -47,6 +50,13 @@ type Options struct {
 // lead's error, else ErrLost) so that the process never acts beside a new
 // leader; until lead has returned, fence keeps it from writing. Run returns
 // only after lead has returned.
+//
+// When ctx ends (SIGTERM: a rollout, a restart) the work stops first,
+// while this replica still holds the Lease and keeps renewing it, so that
+// its last acts (the SQS source handing back the messages it holds) go
+// through the open fence; only then is the Lease released, and the next
+// leader finds the messages on the queue at once. A work that takes longer
+// than Options.ReleaseWithin to stop loses the Lease anyway (and is fenced).
 func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context) error) error {
 	renewDeadline := o.LeaseDuration * 2 / 3
 	lock := &fencedLock{
@@ -64,6 +74,10 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	if onLeading == nil {
 		onLeading = func(bool) {}
 	}
+	// The election's own context ends only after the work has stopped (or
+	// ReleaseWithin after ctx ended): ending it releases the Lease.
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
 	var w work
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -74,9 +88,14 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 		Name:            "lifeboat",
 		Callbacks: leaderelection.LeaderCallbacks{
 			// client-go calls this in a goroutine of its own and does not
-			// wait for it: w keeps track.
-			OnStartedLeading: func(ctx context.Context) {
-				w.run(ctx, func(ctx context.Context) error {
+			// wait for it: w keeps track. The work ends when the Lease is
+			// lost (leading ends) or the process stops (ctx ends).
+			OnStartedLeading: func(leading context.Context) {
+				wctx, cancel := context.WithCancel(leading)
+				defer cancel()
+				stop := context.AfterFunc(ctx, cancel)
+				defer stop()
+				w.run(wctx, func(ctx context.Context) error {
 					o.Log.Info("became leader", "identity", o.Identity)
 					onLeading(true)
 					return lead(ctx)
@@ -91,12 +110,55 @@ func Run(ctx context.Context, o Options, fence *Fence, lead func(context.Context
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	le.Run(ctx) // returns when ctx ends or the Lease is lost; lead's context has ended
-	leadErr := w.wait(func() { o.Log.Info("leadership ended; waiting for the work to stop") })
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		le.Run(electCtx) // returns when the Lease is lost or electCtx ends
+	}()
+	var leadErr error
+	select {
+	case <-elected: // lost the Lease (or ctx ended while acquiring): the work's context has ended
+		leadErr = w.wait(func() { o.Log.Info("leadership ended; waiting for the work to stop") })
+	case <-ctx.Done():
+		within := o.ReleaseWithin
+		if within <= 0 {
+			within = defaultReleaseWithin
+		}
+		leadErr = stopThenRelease(&w, stopElection, within, o.Log)
+	}
+	stopElection()
+	<-elected
 	if ctx.Err() != nil || leadErr != nil {
 		return leadErr
 	}
 	return ErrLost
+}
+
+// defaultReleaseWithin bounds how long a stopping replica keeps the Lease while its
+// work stops (normally the SQS source's long polls in flight, at most 8 s,
+// and its hand-back, at most 5 s): the chart gives a stopping pod 30 s
+// before SIGKILL, and the next leader should not wait for the Lease to run
+// out.
+const defaultReleaseWithin = 20 * time.Second
+
+// stopThenRelease waits for the work, whose context has ended, and then
+// releases the Lease (stopElection); if the work takes longer than within,
+// it releases the Lease first and still waits.
+func stopThenRelease(w *work, stopElection func(), within time.Duration, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() {
+		done <- w.wait(func() { log.Info("stopping: waiting for the work to stop before releasing the leader lease") })
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		log.Warn("the work did not stop in time; releasing the leader lease while it stops (fenced)", "after", within)
+		stopElection()
+		return <-done
+	}
 }
 
 // work is the leader's work: started at most once, by the elector's

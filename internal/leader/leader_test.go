@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -137,5 +138,70 @@ func TestRunCanceledBeforeLeading(t *testing.T) {
 	case <-l.started:
 		t.Error("the work started although the context had ended")
 	default:
+	}
+}
+
+// Issue 22: a stopping replica keeps the Lease (fence open) while its work
+// stops, so that its last acts go through, and releases it after; a work
+// that does not stop within ReleaseWithin loses the Lease anyway (the
+// fence shuts), and Run still waits for it.
+func TestRunReleasesTheLeaseAfterTheWork(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hangs     bool // the work does not stop within ReleaseWithin
+		openWhile bool // the fence is open while the work stops
+	}{
+		{"the work stops in time", false, true},
+		{"the work hangs", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset()
+			fence := NewFence(clock.RealClock{}, true)
+			l := newLead(nil)
+			o := options(t, kube, l)
+			o.Log = slog.New(logHook{on: func(string) {}}) // l.release is closed by the work itself
+			// A renewal is trusted for 2 s: the fence stays open through
+			// the work's 1 s stop unless the Lease is released.
+			o.LeaseDuration = 3 * time.Second
+			o.ReleaseWithin = 1500 * time.Millisecond
+			var openWhileStopping atomic.Bool
+			work := func(ctx context.Context) error {
+				close(l.started)
+				<-ctx.Done()
+				if tc.hangs {
+					time.Sleep(o.ReleaseWithin + time.Second) // past ReleaseWithin: released meanwhile
+				} else {
+					time.Sleep(time.Second)
+				}
+				openWhileStopping.Store(fence.Open())
+				l.finished.Store(true)
+				return nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			result := make(chan error, 1)
+			go func() { result <- Run(ctx, o, fence, work) }()
+			<-l.started
+			cancel()
+			if err := <-result; err != nil {
+				t.Errorf("Run = %v, want nil", err)
+			}
+			if !l.finished.Load() {
+				t.Fatal("Run returned while the work was still stopping")
+			}
+			if got := openWhileStopping.Load(); got != tc.openWhile {
+				t.Errorf("fence open at the end of the work's stop: %v, want %v", got, tc.openWhile)
+			}
+			lease, err := kube.CoordinationV1().Leases("lifeboat").Get(context.Background(), "lifeboat", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+				t.Errorf("Lease still held by %q after Run returned", *h)
+			}
+			if fence.Open() {
+				t.Error("the fence is open after the Lease was released")
+			}
+		})
 	}
 }

@@ -29,8 +29,14 @@ import (
 //
 // Killed (SIGKILL) is the easy case. Paused (SIGSTOP) is the hard one: the
 // old leader does not know it lost the lease; when it runs again (SIGCONT)
-// it must exit without acting. What each replica did is read from proxies
-// in front of the API server, SQS and Auto Scaling (one set per replica).
+// it must exit without acting, but for handing back (visibility 0) the
+// messages it still holds, whose visibility has not lapsed. Stopped
+// (SIGTERM, as a rollout does: issue 22) it hands back the message it
+// holds before it releases the Lease, and the new leader receives it at
+// once, not after the visibility timeout (on 609520a the hand-back was
+// refused by the fence, shut on the release). What each replica did is
+// read from proxies in front of the API server, SQS and Auto Scaling (one
+// set per replica).
 func TestLeaderElection(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -38,6 +44,7 @@ func TestLeaderElection(t *testing.T) {
 	}{
 		{"leader killed mid-drain", syscall.SIGKILL},
 		{"leader paused mid-drain then resumed", syscall.SIGSTOP},
+		{"leader stopped mid-drain as a rollout does", syscall.SIGTERM},
 	} {
 		t.Run(tc.name, func(t *testing.T) { leaderScenario(t, tc.sig) })
 	}
@@ -91,22 +98,7 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	start := func(name string) *replica {
-		r := &replica{name: name,
-			kube: startProxy(t, kube.URL, kubeTransport(), true),
-			sqs:  startProxy(t, moto.Endpoint, nil, false),
-			as:   startProxy(t, sim.Endpoint(), nil, false),
-		}
-		kc, err := w.kubeconfig(r.kube.URL, r.kube.CA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.p, err = w.startLifeboat(lifeboatOptions{name: name, kubeconfig: kc, endpoints: endpoints(r.sqs.URL, r.as.URL)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	start := func(name string) *replica { return w.startReplica(t, name) }
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -148,14 +140,41 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
 		a.p.kill()
 	} else {
-		must(a.p.signal(syscall.SIGSTOP))
+		must(a.p.signal(sig))
 	}
+	// a acts on nothing after this: it was taken away, or, stopped, it
+	// released the Lease.
+	// quiet: from then on a acts on nothing and b may lead.
+	quiet := takenAway
 	t.Logf("a taken away (%v) %v after its last heartbeat", sig, takenAway.Sub(lastBeatOfA).Round(time.Millisecond))
+
+	if sig == syscall.SIGTERM {
+		// a stops its work, hands back what it holds, then releases the
+		// Lease and exits (it keeps the Lease for up to a long poll, 5 s,
+		// while its last receives are answered).
+		must(eventually(ctx, 20*time.Second, "the stopped leader to exit", func() (bool, error) {
+			done, _ := a.p.exited()
+			return done, nil
+		}))
+		if _, err := a.p.exited(); err != nil {
+			t.Errorf("the stopped leader exited with %v, want status 0", err)
+		}
+		quiet = leaseRelease(a)
+		if quiet.IsZero() {
+			t.Fatalf("the stopped leader never released the Lease:\n%s", a.p.tail(15))
+		}
+		t.Logf("a released the Lease %v after SIGTERM", quiet.Sub(takenAway).Round(time.Millisecond))
+		// Its last long polls (5 s, and 3 s of slack), then the hand-back.
+		if held := quiet.Sub(takenAway); held > 10*time.Second {
+			t.Errorf("a kept the Lease %v after SIGTERM; want its last long polls and the hand-back, within 10 s", held)
+		}
+	}
 
 	// b takes over within the lease time.
 	must(eventually(ctx, leaseDuration+5*time.Second, "b to lead", func() (bool, error) { return holder() == b.name, b.p.healthy() }))
-	takeover := time.Since(takenAway)
-	t.Logf("b leads %v after a was taken away (lease %v)", takeover.Round(time.Millisecond), leaseDuration)
+	bLeads := time.Now()
+	takeover := time.Since(quiet)
+	t.Logf("b leads %v after a was taken away or released the Lease (lease %v)", takeover.Round(time.Millisecond), leaseDuration)
 	// The standby sees the last renewal up to one (jittered) retry period
 	// late, and tries again up to one retry period after the lease ran out.
 	if limit := leaseDuration + 2*retryPeriod*12/10 + 500*time.Millisecond; takeover > limit {
@@ -166,8 +185,10 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		return len(okCalls(b.as, "RecordLifecycleActionHeartbeat")) > 0, b.p.healthy()
 	}))
 	firstBeatOfB := okCalls(b.as, "RecordLifecycleActionHeartbeat")[0].at
-	t.Logf("heartbeats: a's last %v before it was taken away, b's first %v after (hook timeout %ds)",
-		takenAway.Sub(lastBeatOfA).Round(time.Millisecond), firstBeatOfB.Sub(takenAway).Round(time.Millisecond), hookTimeout)
+	beatsOfA := okCalls(a.as, "RecordLifecycleActionHeartbeat")
+	lastBeatOfA = beatsOfA[len(beatsOfA)-1].at // a stopping (SIGTERM) still heartbeats until its work stops
+	t.Logf("heartbeats from a being taken away: a's last %v, b's first %v (hook timeout %ds)",
+		lastBeatOfA.Sub(takenAway).Round(time.Millisecond), firstBeatOfB.Sub(takenAway).Round(time.Millisecond), hookTimeout)
 
 	resumed := time.Time{}
 	if sig == syscall.SIGSTOP {
@@ -209,6 +230,18 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 	if n := len(okCalls(a.as, "CompleteLifecycleAction")); n != 0 {
 		t.Errorf("a completed the action %d times, want 0", n)
 	}
+	if sig == syscall.SIGTERM {
+		// a handed the message back before it released the Lease, and b
+		// received it at once (visibility timeout 10 s; on 609520a b got
+		// it 6 to 10 s after it led).
+		back := handBacks(a.sqs)
+		if at, ok := back[receiptOf(act.Token, a.sqs)]; !ok || at.Before(takenAway) || !at.Before(quiet) {
+			t.Errorf("a did not hand the lifecycle message back between SIGTERM and its release of the Lease (hand-backs: %v)", back)
+		}
+		if got := receivedAt(act.Token, b.sqs); got.IsZero() || got.Sub(bLeads) > 2*time.Second {
+			t.Errorf("b received the lifecycle message %v after it led (zero: never); want within 2 s, not after the visibility timeout", got.Sub(bLeads).Round(time.Millisecond))
+		}
+	}
 	if _, err := kube.Client.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod still there after the action completed (%v)", err)
 	}
@@ -225,21 +258,48 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		t.Errorf("the lifecycle message was deleted %d times, want once (deletions: %v)", deleted[id], deleted)
 	}
 
-	// Who acted when: a before it was taken away and never after; b only
-	// once it led.
+	// Who acted when: a before it was taken away (or released the Lease)
+	// and never after, but for handing back, with visibility 0, messages
+	// b had not received yet; b only once it led.
+	firstSeenByB := receipts(b.sqs)
 	for _, c := range actions(a) {
-		if c.at.After(takenAway) {
-			t.Errorf("a acted after it was taken away (resumed at %v): %s %s %s at %v", resumed.Format(time.StampMilli), c.method, c.path, c.action, c.at.Format(time.StampMilli))
+		if !c.at.After(quiet) {
+			continue
 		}
+		if c.action == "ChangeMessageVisibilityBatch" && handBackBefore(c, lifecycleIDs(a.sqs), firstSeenByB) {
+			t.Logf("a handed messages back after it was taken away, at %v", c.at.Format(time.StampMilli))
+			continue
+		}
+		t.Errorf("a acted after it was taken away (resumed at %v): %s %s %s at %v", resumed.Format(time.StampMilli), c.method, c.path, c.action, c.at.Format(time.StampMilli))
 	}
 	for _, c := range actions(b) {
-		if c.at.Before(takenAway) {
+		if c.at.Before(quiet) {
 			t.Errorf("b acted while it stood by: %s %s %s at %v", c.method, c.path, c.action, c.at.Format(time.StampMilli))
 		}
 	}
 	if sig == syscall.SIGSTOP && !strings.Contains(a.p.log(), "lost the leader lease") {
 		t.Errorf("the old leader's log does not say it lost the lease:\n%s", a.p.tail(15))
 	}
+}
+
+// startReplica starts a lifeboat process of w named name (its pod name)
+// behind its own recording proxies.
+func (w *world) startReplica(t *testing.T, name string) *replica {
+	t.Helper()
+	r := &replica{name: name,
+		kube: startProxy(t, kube.URL, kubeTransport(), true),
+		sqs:  startProxy(t, moto.Endpoint, nil, false),
+		as:   startProxy(t, sim.Endpoint(), nil, false),
+	}
+	kc, err := w.kubeconfig(r.kube.URL, r.kube.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.p, err = w.startLifeboat(lifeboatOptions{name: name, kubeconfig: kc, endpoints: endpoints(r.sqs.URL, r.as.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // actions are a replica's calls that act: writes to the Kubernetes API other
@@ -291,4 +351,125 @@ func lifecycleMessage(token string, ps ...*proxy) string {
 		}
 	}
 	return ""
+}
+
+// leaseRelease returns when r wrote the Lease released (its last write of
+// it, with no holder), or zero.
+func leaseRelease(r *replica) time.Time {
+	var at time.Time
+	for _, c := range r.kube.writes() {
+		if strings.Contains(c.path, "/apis/coordination.k8s.io/") {
+			at = c.at
+		}
+	}
+	return at
+}
+
+// handBacks returns, by receipt handle, when a message was handed back
+// (visibility 0) through p.
+func handBacks(p *proxy) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, c := range p.snapshot() {
+		if c.action != "ChangeMessageVisibilityBatch" || c.status != http.StatusOK {
+			continue
+		}
+		for _, e := range batchEntries(c) {
+			if e.VisibilityTimeout == 0 {
+				out[e.ReceiptHandle] = c.at
+			}
+		}
+	}
+	return out
+}
+
+type batchEntry struct {
+	ReceiptHandle     string
+	VisibilityTimeout int
+}
+
+func batchEntries(c call) []batchEntry {
+	var in struct{ Entries []batchEntry }
+	_ = json.Unmarshal(c.reqBody, &in)
+	return in.Entries
+}
+
+// handBackBefore reports whether c hands messages back only (visibility 0),
+// each before another replica received it (first: when each message ID was
+// first received there; receiptIDs: receipt handle to message ID).
+func handBackBefore(c call, receiptIDs map[string]string, first map[string]time.Time) bool {
+	entries := batchEntries(c)
+	if len(entries) == 0 {
+		return false
+	}
+	for _, e := range entries {
+		if e.VisibilityTimeout != 0 {
+			return false
+		}
+		if at, ok := first[receiptIDs[e.ReceiptHandle]]; ok && !c.at.Before(at) {
+			return false
+		}
+	}
+	return true
+}
+
+// receivedMessages calls f for each message received through p, with the
+// time its receive was answered.
+func receivedMessages(p *proxy, f func(at time.Time, id, handle, body string)) {
+	for _, c := range p.snapshot() {
+		if c.action != "ReceiveMessage" {
+			continue
+		}
+		var out struct {
+			Messages []struct{ MessageId, ReceiptHandle, Body string }
+		}
+		if json.Unmarshal(c.respBody, &out) != nil {
+			continue
+		}
+		for _, m := range out.Messages {
+			f(c.answered, m.MessageId, m.ReceiptHandle, m.Body)
+		}
+	}
+}
+
+// lifecycleIDs maps the receipt handles of the messages received through p
+// to their message IDs.
+func lifecycleIDs(p *proxy) map[string]string {
+	out := map[string]string{}
+	receivedMessages(p, func(_ time.Time, id, handle, _ string) { out[handle] = id })
+	return out
+}
+
+// receipts returns when each message was first received through p.
+func receipts(p *proxy) map[string]time.Time {
+	out := map[string]time.Time{}
+	receivedMessages(p, func(at time.Time, id, _, _ string) {
+		if _, ok := out[id]; !ok {
+			out[id] = at
+		}
+	})
+	return out
+}
+
+// receiptOf returns the receipt handle of the last receive through p of
+// the message carrying token.
+func receiptOf(token string, p *proxy) string {
+	var h string
+	receivedMessages(p, func(_ time.Time, _, handle, body string) {
+		if strings.Contains(body, token) {
+			h = handle
+		}
+	})
+	return h
+}
+
+// receivedAt returns when the message carrying token was first received
+// through p, or zero.
+func receivedAt(token string, p *proxy) time.Time {
+	var at time.Time
+	receivedMessages(p, func(t time.Time, _, _, body string) {
+		if at.IsZero() && strings.Contains(body, token) {
+			at = t
+		}
+	})
+	return at
 }

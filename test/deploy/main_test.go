@@ -35,6 +35,8 @@ var (
 
 	// instanceNodes maps the simulator's instances to their kwok nodes.
 	instanceNodes sync.Map // instance ID -> node name
+	// joinDelays delays the nodes of a group's instances (a boot).
+	joinDelays sync.Map // group name -> time.Duration
 )
 
 // binVersion is the version the binary under test is built with.
@@ -109,6 +111,9 @@ func instanceRunning(ctx context.Context, inst awssim.Instance) {
 		return
 	}
 	go func() { // a node's boot must not hold up the simulator's callbacks
+		if d, ok := joinDelays.Load(inst.GroupName); ok {
+			time.Sleep(d.(time.Duration))
+		}
 		_, err := kube.CreateNode(ctx, testenv.NodeSpec{Name: inst.PrivateDNSName, InstanceID: inst.ID, AZ: inst.AvailabilityZone,
 			Labels: map[string]string{"deploy.lifeboat.io/group": inst.GroupName}})
 		if err != nil && !apierrors.IsAlreadyExists(err) {

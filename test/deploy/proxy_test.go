@@ -21,6 +21,7 @@ import (
 // call is one request a lifeboat process made through a proxy.
 type call struct {
 	at                time.Time // when the request arrived
+	answered          time.Time // when the upstream's answer came back
 	method            string
 	path              string
 	action            string // AWS API action (SQS X-Amz-Target, Auto Scaling Action), or ""
@@ -64,6 +65,7 @@ func startProxy(t testing.TB, upstream string, transport http.RoundTripper, useT
 			}
 			p.mu.Lock()
 			c.status = resp.StatusCode
+			c.answered = time.Now()
 			p.mu.Unlock()
 			if c.action != "" {
 				b, err := io.ReadAll(resp.Body)

@@ -8,7 +8,6 @@ package sqs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -30,6 +29,11 @@ type sqsAPI interface {
 }
 
 var _ sqsAPI = (*sqs.Client)(nil)
+
+// HandBackAPI is the call that hands messages back to the queue.
+type HandBackAPI interface {
+	ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
 
 // SQS limits.
 const (
@@ -72,6 +76,14 @@ type Options struct {
 	OnReceiveError func(error)
 	// OnReceive is told about successful receives (readiness).
 	OnReceive func()
+	// HandBack, if set, is the client that hands the messages still in
+	// flight back when Run stops (nil: the source's own). Making a message
+	// visible again cannot act on anything, so queue mode sends it past
+	// the leader fence: a replica that lost the Lease still gives back
+	// what it holds, and the next leader need not wait out the
+	// visibility timeout. Only messages whose visibility this source
+	// knows has not lapsed are handed back (see inFlight.hiddenUntil).
+	HandBack HandBackAPI
 }
 
 // Source is the SQS event source.
@@ -88,6 +100,14 @@ type Source struct {
 type inFlight struct {
 	handle   string
 	received time.Time
+	// hiddenUntil is when the message's visibility ends at the latest, as
+	// far as this source knows: the send time of the receive or of the
+	// last successful extension plus the visibility it asked for. Until
+	// then no other consumer can have received the message, so its handle
+	// is the current one and handing it back is safe. After it (this
+	// process was paused, or its extensions failed) another consumer may
+	// hold the message: handing it back would show it to a third one.
+	hiddenUntil time.Time
 }
 
 // New returns a Source.
@@ -107,6 +127,9 @@ func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source 
 	if o.OnReceive == nil {
 		o.OnReceive = func() {}
 	}
+	if o.HandBack == nil {
+		o.HandBack = api
+	}
 	return &Source{api: api, clock: clk, log: log, o: o, inFlight: map[string]inFlight{}}
 }
 
@@ -124,7 +147,13 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 			return nil
 		})
 	}
-	g.Go(func() error { s.extendLoop(ctx); return nil })
+	// The messages held stay hidden until they are handed back: on a stop
+	// the extensions go on while the last long polls are answered (with a
+	// 10 s visibility timeout a message could otherwise come back by
+	// itself meanwhile, to another cluster's consumer).
+	holdCtx, stopHolding := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHolding()
+	g.Go(func() error { s.extendLoop(holdCtx); return nil })
 	var receivers sync.WaitGroup
 	for range s.o.Receivers {
 		receivers.Add(1)
@@ -136,6 +165,7 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 	}
 	g.Go(func() error {
 		receivers.Wait()
+		stopHolding()
 		close(work)
 		return nil
 	})
@@ -152,25 +182,6 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 
 // handBackTimeout bounds handing messages back on the way out.
 const handBackTimeout = 5 * time.Second
-
-// handBack makes every message still in flight visible again at once.
-func (s *Source) handBack(ctx context.Context) {
-	s.mu.Lock()
-	var entries []types.ChangeMessageVisibilityBatchRequestEntry
-	var ids []string
-	for id, f := range s.inFlight {
-		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: aws.String(f.handle), VisibilityTimeout: 0,
-		})
-		ids = append(ids, id)
-	}
-	s.inFlight = map[string]inFlight{}
-	s.mu.Unlock()
-	if len(entries) > 0 {
-		s.log.Info("handing messages in flight back to the queue", "messages", len(entries))
-	}
-	s.changeVisibility(ctx, entries, ids, "handing a message back failed")
-}
 
 // receiveLoop long-polls the queue and hands messages to the workers until
 // ctx ends. Several run at once: one receive returns at most ten messages,
@@ -217,6 +228,7 @@ func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
 }
 
 func (s *Source) receive(ctx context.Context) ([]Message, error) {
+	sent := s.clock.Now()
 	out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(s.o.QueueURL),
 		MaxNumberOfMessages:         maxMessages,
@@ -228,6 +240,7 @@ func (s *Source) receive(ctx context.Context) ([]Message, error) {
 		return nil, fmt.Errorf("receiving from %s: %w", s.o.QueueURL, err)
 	}
 	now := s.clock.Now()
+	hiddenUntil := sent.Add(s.o.Visibility.Truncate(time.Second))
 	msgs := make([]Message, 0, len(out.Messages))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,7 +253,7 @@ func (s *Source) receive(ctx context.Context) ([]Message, error) {
 			msg.SentAt = time.UnixMilli(ms)
 		}
 		msg.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now}
+		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now, hiddenUntil: hiddenUntil}
 		msgs = append(msgs, msg)
 	}
 	return msgs, nil
@@ -288,76 +301,4 @@ func (s *Source) InFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.inFlight)
-}
-
-// stillInFlight reports whether the message of batch entry entryID (an
-// index into ids) is still being worked on.
-func (s *Source) stillInFlight(ids []string, entryID string) bool {
-	i, err := strconv.Atoi(entryID)
-	if err != nil || i < 0 || i >= len(ids) {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.inFlight[ids[i]]
-	return ok
-}
-
-// extendLoop keeps every in-flight message invisible: every third of the
-// visibility timeout it pushes their visibility out again, ten per call.
-func (s *Source) extendLoop(ctx context.Context) {
-	t := s.clock.NewTicker(s.o.Visibility / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		s.extend(ctx)
-	}
-}
-
-func (s *Source) extend(ctx context.Context) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	var entries []types.ChangeMessageVisibilityBatchRequestEntry
-	var ids []string // message ID of entries[i]
-	for id, f := range s.inFlight {
-		// SQS caps a message's total invisibility at 12 h from its receipt.
-		left := maxVisibility - now.Sub(f.received)
-		if left <= 0 {
-			delete(s.inFlight, id)
-			continue
-		}
-		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
-			Id: aws.String(strconv.Itoa(len(entries))), ReceiptHandle: aws.String(f.handle),
-			VisibilityTimeout: int32(min(s.o.Visibility, left) / time.Second),
-		})
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	s.changeVisibility(ctx, entries, ids, "extending message visibility failed")
-}
-
-// changeVisibility sends entries (ids[i] is the message of entries[i]) in
-// batches of ten. A failed entry is logged with failure unless its message
-// was deleted meanwhile (the source no longer holds it).
-func (s *Source) changeVisibility(ctx context.Context, entries []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) {
-	for i := 0; i < len(entries); i += maxMessages {
-		batch := entries[i:min(i+maxMessages, len(entries))]
-		out, err := s.api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.o.QueueURL), Entries: batch})
-		if err != nil {
-			if !errors.Is(err, context.Canceled) {
-				s.log.Warn(failure, "messages", len(batch), "error", err.Error())
-			}
-			continue
-		}
-		for _, f := range out.Failed {
-			if !s.stillInFlight(ids, aws.ToString(f.Id)) {
-				continue // deleted while the batch was on its way
-			}
-			s.log.Warn(failure, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
-		}
-	}
 }
