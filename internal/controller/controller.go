@@ -46,6 +46,10 @@ type nodeDrainer interface {
 	Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error)
 	Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error)
 	SetAnnotations(ctx context.Context, node string, annotations map[string]string) error
+	// UpdateAnnotations and ExpireCordon decide on the object they write
+	// (a read-modify-write with a resourceVersion precondition).
+	UpdateAnnotations(ctx context.Context, node string, update func(current map[string]string) map[string]string) error
+	ExpireCordon(ctx context.Context, node, taintPrefix, key string, annotations []string) (other string, changed bool, err error)
 }
 
 type lifecycleAPI interface {
