@@ -153,7 +153,10 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	if err != nil {
 		return err
 	}
-	_, err = d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	n, err := d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	if err == nil && d.cache != nil {
+		d.written.put(n)
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("annotating node %s: %w: %w", node, ErrNodeGone, err)
 	}
@@ -181,10 +184,15 @@ func setAnnotation(n *corev1.Node, k, v string) {
 // read the node from the API server.
 func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev1.Node, error) {
 	if first && d.cache != nil {
-		if n, ok := d.cache(node); ok {
+		n, ok := d.cache(node)
+		if w := d.written.newer(node, n, ok); w != nil {
+			return w.DeepCopy(), nil
+		}
+		if ok {
 			return n.DeepCopy(), nil
 		}
 	}
+	d.written.forget(node) // refused: start afresh
 	n, err := d.nodes.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return nil, err

@@ -44,7 +44,10 @@ func (d *Drainer) modify(ctx context.Context, node, what string, mutate func(n *
 		if err != nil {
 			return err
 		}
-		_, err = d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+		written, err := d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+		if err == nil && d.cache != nil {
+			d.written.put(written)
+		}
 		return err
 	})
 	if apierrors.IsNotFound(err) {

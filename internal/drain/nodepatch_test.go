@@ -42,6 +42,7 @@ func newNodeServer(t *testing.T, rawNode string) (*nodeServer, *kube.REST) {
 	if err := json.Unmarshal([]byte(rawNode), &s.raw); err != nil {
 		t.Fatal(err)
 	}
+	s.raw["metadata"].(map[string]any)["resourceVersion"] = "1"
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	client, err := kube.NewREST(&rest.Config{Host: srv.URL})
@@ -187,5 +188,36 @@ func TestCordonRetriedOnAFreshReadAfterAConcurrentWrite(t *testing.T) {
 	}
 	if len(s.writes) != 2 {
 		t.Errorf("writes %v; want the refused one and its retry", s.writes)
+	}
+}
+
+// The cache lags lifeboat's own writes (here it never catches up): a
+// read-modify-write right after another write (the done-events record
+// after the lifecycle completion's note) starts from the node that write
+// returned, not from the stale cache, so it costs one request and no
+// refused write.
+func TestWriteAfterOwnWriteCostsOneRequestWhileTheCacheLags(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	stale := s.node()
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		drain.Options{NodeCache: func(string) (*corev1.Node, bool) { return stale, true }})
+	ctx := context.Background()
+	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetAnnotations(ctx, "n", map[string]string{"lifeboat.io/lifecycle": "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.reqs
+	if err := d.UpdateAnnotations(ctx, "n", func(map[string]string) map[string]string {
+		return map[string]string{"lifeboat.io/done-events": `["a"]`}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.reqs - before; got != 1 {
+		t.Errorf("%d requests for the write after lifeboat's own writes, want 1 (writes %v)", got, s.writes)
+	}
+	if n := s.node(); !n.Spec.Unschedulable || n.Annotations["lifeboat.io/lifecycle"] != "completed" || n.Annotations["lifeboat.io/done-events"] != `["a"]` {
+		t.Errorf("node after the writes: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
