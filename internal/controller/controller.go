@@ -156,17 +156,18 @@ type Controller struct {
 	Deps
 	o Options
 
-	mu       sync.Mutex
-	ctx      context.Context
-	spawn    func(func())
-	started  chan struct{}
-	work     map[string]*nodeWork   // by node name
-	launches map[string]*actionWork // by event ID (launches, terminations of non-nodes)
-	done     map[string]time.Time   // finished event IDs
-	clamped  map[string]bool        // hooks whose too long heartbeat interval was reported
-	settled  chan Settlement
-	cordons  *cordonGate
-	wg       sync.WaitGroup
+	mu          sync.Mutex
+	ctx         context.Context
+	spawn       func(func())
+	started     chan struct{}
+	work        map[string]*nodeWork   // by node name
+	launches    map[string]*actionWork // by event ID (launches, terminations of non-nodes)
+	done        map[string]time.Time   // finished event IDs
+	clamped     map[string]bool        // hooks whose too long heartbeat interval was reported
+	completions completions            // lifecycle actions this process completed
+	settled     chan Settlement
+	cordons     *cordonGate
+	wg          sync.WaitGroup
 }
 
 // New returns a Controller; call Run before submitting work.

@@ -44,6 +44,11 @@ type fakeLifecycle struct {
 	// calls fail (throttled); failed completions are not in completed.
 	completeFails, ownedFails int
 	completeCalls, ownedCalls int
+	// gone: tokens AWS no longer has an active action for (completed
+	// before, by anyone): completing them again answers "no active action".
+	gone map[string]bool
+	// afterComplete, if set, runs after each successful completion.
+	afterComplete func()
 }
 
 var errThrottled = errors.New("Throttling: Rate exceeded")
@@ -76,7 +81,7 @@ func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, 
 	return f.hook, nil
 }
 
-func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleAction, result lifecycle.Result) error {
+func (f *fakeLifecycle) Complete(_ context.Context, _ string, a event.LifecycleAction, result lifecycle.Result) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beatRunningAtComplete = append(f.beatRunningAtComplete, f.beating > 0)
@@ -84,7 +89,16 @@ func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleA
 	if f.completeCalls <= f.completeFails {
 		return errThrottled
 	}
+	if f.gone != nil {
+		if f.gone[a.Token] {
+			return lifecycle.ErrNoActiveAction
+		}
+		f.gone[a.Token] = true
+	}
 	f.completed = append(f.completed, string(result))
+	if f.afterComplete != nil {
+		go f.afterComplete()
+	}
 	return nil
 }
 

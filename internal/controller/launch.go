@@ -155,10 +155,22 @@ func (c *Controller) completeAction(ctx context.Context, log *slog.Logger, e eve
 	if e.Kind == event.LifecycleTerminate {
 		transition = "terminate"
 	}
+	node := ""
+	if n, ok := c.Nodes.ByInstance(e.InstanceID); ok {
+		node = n.Name
+	}
 	switch {
 	case err == nil:
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
 		log.Info(transition+" lifecycle action completed", "result", result, "why", why)
+		if e.Kind != event.LifecycleLaunch {
+			node = "" // a terminate action here has no node to note it on
+		}
+		c.completed(ctx, *e.Lifecycle, result, node)
+		return nil
+	case errors.Is(err, lifecycle.ErrNoActiveAction) && c.completedByLifeboat(*e.Lifecycle, node):
+		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+		log.Info(transition+" lifecycle action already completed by lifeboat", "why", why)
 		return nil
 	case errors.Is(err, lifecycle.ErrNoActiveAction):
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
