@@ -57,7 +57,7 @@ func (a access) rbacRule() string {
 // accesses lists what lifeboat does in Kubernetes with cfg.
 func accesses(cfg config.Config) []access {
 	var out []access
-	for _, v := range []string{"get", "list", "watch", "patch", "update"} {
+	for _, v := range []string{"get", "list", "watch", "patch"} {
 		out = append(out, access{verb: v, resource: "nodes", why: "find, cordon and taint nodes"})
 	}
 	for _, v := range []string{"list", "watch"} {
@@ -148,7 +148,7 @@ func (r *run) kubernetes(ctx context.Context) {
 	case len(errs) > 0:
 		r.add("kubernetes permissions", Warn, "could not review: "+strings.Join(errs, "; "), "allow selfsubjectaccessreviews create (system:basic-user has it)")
 	default:
-		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch/update, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
+		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
 			who, allowedN, extraAccess(r.cfg)), "")
 	}
 }

@@ -46,6 +46,10 @@ type nodeDrainer interface {
 	Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error)
 	Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error)
 	SetAnnotations(ctx context.Context, node string, annotations map[string]string) error
+	// UpdateAnnotations and ExpireCordon decide on the object they write
+	// (a read-modify-write with a resourceVersion precondition).
+	UpdateAnnotations(ctx context.Context, node string, update func(current map[string]string) map[string]string) error
+	ExpireCordon(ctx context.Context, node, taintPrefix, key string, annotations []string) (other string, changed bool, err error)
 }
 
 type lifecycleAPI interface {
@@ -152,17 +156,18 @@ type Controller struct {
 	Deps
 	o Options
 
-	mu       sync.Mutex
-	ctx      context.Context
-	spawn    func(func())
-	started  chan struct{}
-	work     map[string]*nodeWork   // by node name
-	launches map[string]*actionWork // by event ID (launches, terminations of non-nodes)
-	done     map[string]time.Time   // finished event IDs
-	clamped  map[string]bool        // hooks whose too long heartbeat interval was reported
-	settled  chan Settlement
-	cordons  *cordonGate
-	wg       sync.WaitGroup
+	mu          sync.Mutex
+	ctx         context.Context
+	spawn       func(func())
+	started     chan struct{}
+	work        map[string]*nodeWork   // by node name
+	launches    map[string]*actionWork // by event ID (launches, terminations of non-nodes)
+	done        map[string]time.Time   // finished event IDs
+	clamped     map[string]bool        // hooks whose too long heartbeat interval was reported
+	completions completions            // lifecycle actions this process completed
+	settled     chan Settlement
+	cordons     *cordonGate
+	wg          sync.WaitGroup
 }
 
 // New returns a Controller; call Run before submitting work.

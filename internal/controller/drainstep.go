@@ -126,9 +126,13 @@ func (c *Controller) completeAll(ctx context.Context, w *nodeWork, actions []eve
 		case err == nil:
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
 			c.report(w, corev1.EventTypeNormal, "LifecycleCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s completed with %s", a.GroupName, a.HookName, result))
+			c.completed(ctx, a, result, "")
 			if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{AnnotationLifecycle: lifecycleNote(a, result, c.Clock.Now())}); err != nil {
 				c.Log.Debug("recording lifecycle completion failed", "node", w.name, "error", err.Error())
 			}
+		case errors.Is(err, lifecycle.ErrNoActiveAction) && c.completedByLifeboat(a, w.name):
+			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+			c.report(w, corev1.EventTypeNormal, "LifecycleAlreadyCompleted", "lifecycle-complete", fmt.Sprintf("lifecycle action %s/%s was already completed by lifeboat", a.GroupName, a.HookName))
 		case errors.Is(err, lifecycle.ErrNoActiveAction):
 			c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
 			c.Metrics.LifecycleLost.WithLabelValues("terminate").Inc()

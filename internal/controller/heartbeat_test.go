@@ -40,9 +40,28 @@ type fakeLifecycle struct {
 	// called / when Complete was called.
 	beatRunningAtHook, beatRunningAtComplete []bool
 	completed                                []string // results
+	// completeFails / ownedFails: the first so many Complete / Owned
+	// calls fail (throttled); failed completions are not in completed.
+	completeFails, ownedFails int
+	completeCalls, ownedCalls int
+	// gone: tokens AWS no longer has an active action for (completed
+	// before, by anyone): completing them again answers "no active action".
+	gone map[string]bool
+	// afterComplete, if set, runs after each successful completion.
+	afterComplete func()
 }
 
-func (f *fakeLifecycle) Owned(context.Context, string) (bool, error) { return f.owned, nil }
+var errThrottled = errors.New("Throttling: Rate exceeded")
+
+func (f *fakeLifecycle) Owned(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ownedCalls++
+	if f.ownedCalls <= f.ownedFails {
+		return false, errThrottled
+	}
+	return f.owned, nil
+}
 
 func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, error) {
 	f.mu.Lock()
@@ -62,11 +81,24 @@ func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, 
 	return f.hook, nil
 }
 
-func (f *fakeLifecycle) Complete(_ context.Context, _ string, _ event.LifecycleAction, result lifecycle.Result) error {
+func (f *fakeLifecycle) Complete(_ context.Context, _ string, a event.LifecycleAction, result lifecycle.Result) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beatRunningAtComplete = append(f.beatRunningAtComplete, f.beating > 0)
+	f.completeCalls++
+	if f.completeCalls <= f.completeFails {
+		return errThrottled
+	}
+	if f.gone != nil {
+		if f.gone[a.Token] {
+			return lifecycle.ErrNoActiveAction
+		}
+		f.gone[a.Token] = true
+	}
 	f.completed = append(f.completed, string(result))
+	if f.afterComplete != nil {
+		go f.afterComplete()
+	}
 	return nil
 }
 
@@ -90,7 +122,8 @@ func (f *fakeLifecycle) snapshot() fakeLifecycle {
 	defer f.mu.Unlock()
 	return fakeLifecycle{beating: f.beating, started: f.started, intervals: append([]time.Duration(nil), f.intervals...),
 		beatRunningAtHook: append([]bool(nil), f.beatRunningAtHook...), beatRunningAtComplete: append([]bool(nil), f.beatRunningAtComplete...),
-		completed: append([]string(nil), f.completed...), untils: append([]time.Time(nil), f.untils...)}
+		completed: append([]string(nil), f.completed...), untils: append([]time.Time(nil), f.untils...),
+		completeCalls: f.completeCalls, ownedCalls: f.ownedCalls}
 }
 
 func readyNode(name, instance string) *corev1.Node {
@@ -161,6 +194,45 @@ func TestLaunchActionHeartbeatedWhileHookIsReadAndUntilCompleted(t *testing.T) {
 	}
 	if s.intervals[0] != lifecycle.UnknownHookInterval {
 		t.Errorf("first heartbeat interval %v with the hook unknown; want %v", s.intervals[0], lifecycle.UnknownHookInterval)
+	}
+}
+
+// Issue 22 defect 5: a launch action whose completion or ownership check
+// fails once (throttled) is retried with backoff under heartbeats that
+// never stop until it is completed; its message is settled Done, not
+// handed back as failed with the action left to time out.
+func TestLaunchActionRetriedUnderHeartbeatsAfterFailedCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name                      string
+		completeFails, ownedFails int
+	}{
+		{"completion throttled twice", 2, 0},
+		{"ownership check throttled twice", 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lc := &fakeLifecycle{owned: true, completeFails: tc.completeFails, ownedFails: tc.ownedFails,
+				hook: lifecycle.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+			c, _, _ := startLifecycle(t, lc, nil, false, readyNode("node-a", instA))
+			c.SubmitAction(events(t, lifecycleBody(event.TransitionLaunching, instA, "tok-launch"))[0], 3)
+			s := settled(t, c)
+			waitFor(t, "a heartbeat loop", func() bool { return lc.snapshot().started > 0 })
+			waitFor(t, "heartbeats to stop", func() bool { return lc.snapshot().beating == 0 })
+			got := lc.snapshot()
+			if s != (Settlement{Ticket: 3, Outcome: Done}) {
+				t.Errorf("settled %+v, want ticket 3 done", s)
+			}
+			if fmt.Sprint(got.completed) != "[CONTINUE]" || got.completeCalls != tc.completeFails+1 {
+				t.Errorf("completed %v in %d calls; want one CONTINUE after %d failed calls", got.completed, got.completeCalls, tc.completeFails)
+			}
+			for i, on := range got.beatRunningAtComplete {
+				if i > 0 && !on { // the first call may race the loop's start
+					t.Errorf("completion call %d made without heartbeats", i+1)
+				}
+			}
+			if got.started != 1 {
+				t.Errorf("%d heartbeat loops started; want 1, running from ownership until completion", got.started)
+			}
+		})
 	}
 }
 

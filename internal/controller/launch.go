@@ -85,38 +85,38 @@ func (c *Controller) settleAction(ctx context.Context, e event.Event) error {
 		return nil
 	}
 	a := *e.Lifecycle
-	octx, cancel := context.WithTimeout(ctx, ownedTimeout)
-	owned, err := c.ASG.Owned(octx, a.GroupName)
-	cancel()
+	started := e.Time
+	if started.IsZero() {
+		started = c.Clock.Now()
+	}
+	log := c.Log.With("instanceID", e.InstanceID, "eventID", e.ID, "group", a.GroupName, "origin", a.Origin, "destination", a.Destination)
+	owned, err := c.ownedRetried(ctx, log, e, started)
 	if err != nil {
 		return err
 	}
 	if !owned {
 		return errNotOurs
 	}
-	log := c.Log.With("instanceID", e.InstanceID, "eventID", e.ID, "group", a.GroupName, "origin", a.Origin, "destination", a.Destination)
 	b := c.keepAlive(ctx, nil, e.InstanceID, a, time.Time{}, nil)
 	defer b.stop() // after the completion below, never before it
-	switch {
-	case e.Kind == event.LifecycleTerminate:
-		// The instance is not a node of this cluster (it never joined, or
-		// its node is gone): nothing to drain, and holding the action
-		// would hold scale-in or an instance refresh for its whole timeout.
-		return c.completeAction(ctx, log, e, lifecycle.Continue, "the instance is not a node of this cluster")
-	case a.Destination == event.PlaceWarmPool:
-		// Into the warm pool: the instance does not join the cluster now.
-		return c.completeAction(ctx, log, e, lifecycle.Continue, "entering the warm pool")
-	}
-	return c.awaitReady(ctx, log, e, b)
+	return c.settleRetried(ctx, log, b, started, func() error {
+		switch {
+		case e.Kind == event.LifecycleTerminate:
+			// The instance is not a node of this cluster (it never joined, or
+			// its node is gone): nothing to drain, and holding the action
+			// would hold scale-in or an instance refresh for its whole timeout.
+			return c.completeAction(ctx, log, e, lifecycle.Continue, "the instance is not a node of this cluster")
+		case a.Destination == event.PlaceWarmPool:
+			// Into the warm pool: the instance does not join the cluster now.
+			return c.completeAction(ctx, log, e, lifecycle.Continue, "entering the warm pool")
+		}
+		return c.awaitReady(ctx, log, e, b, started)
+	})
 }
 
 // awaitReady completes a launch action into the group once the instance's
 // Node is Ready, or with the timeout result when it is not Ready in time.
-func (c *Controller) awaitReady(ctx context.Context, log *slog.Logger, e event.Event, b *beat) error {
-	started := e.Time
-	if started.IsZero() {
-		started = c.Clock.Now()
-	}
+func (c *Controller) awaitReady(ctx context.Context, log *slog.Logger, e event.Event, b *beat, started time.Time) error {
 	tick := c.Clock.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -155,10 +155,22 @@ func (c *Controller) completeAction(ctx context.Context, log *slog.Logger, e eve
 	if e.Kind == event.LifecycleTerminate {
 		transition = "terminate"
 	}
+	node := ""
+	if n, ok := c.Nodes.ByInstance(e.InstanceID); ok {
+		node = n.Name
+	}
 	switch {
 	case err == nil:
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "ok").Inc()
 		log.Info(transition+" lifecycle action completed", "result", result, "why", why)
+		if e.Kind != event.LifecycleLaunch {
+			node = "" // a terminate action here has no node to note it on
+		}
+		c.completed(ctx, *e.Lifecycle, result, node)
+		return nil
+	case errors.Is(err, lifecycle.ErrNoActiveAction) && c.completedByLifeboat(*e.Lifecycle, node):
+		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()
+		log.Info(transition+" lifecycle action already completed by lifeboat", "why", why)
 		return nil
 	case errors.Is(err, lifecycle.ErrNoActiveAction):
 		c.Metrics.LifecycleCalls.WithLabelValues("complete", "gone").Inc()

@@ -222,6 +222,17 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 		c.settleEvents(ctx, w, evs, waiting, now)
 		return false
 	}
+	c.mu.Unlock()
+	// The node's record is written while this goroutine still owns the
+	// node: work submitted meanwhile joins w (and is planned again below),
+	// never starts beside it to have its record cleared by this write.
+	expires := c.rebalanceExpiry(evs, now)
+	written := c.recordFinished(ctx, w, evs, now, expires)
+	c.mu.Lock()
+	if len(w.events) != len(evs) {
+		c.mu.Unlock()
+		return false // new events: the next plan records them again
+	}
 	for _, e := range evs {
 		c.done[e.ID] = now
 	}
@@ -234,21 +245,8 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 	c.mu.Unlock()
 	c.Metrics.NodesInFlight.Dec()
 	c.cordoned(w)
-	if len(evs) > 0 {
-		// The node is done: forget its events, keep the cordon and taints.
-		ann := map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
-			AnnotationDoneEvents: c.doneEvents(w.name, evs)}
-		expires := c.rebalanceExpiry(evs, now)
-		if !expires.IsZero() {
-			ann[AnnotationRebalanceExpires] = expires.UTC().Format(time.RFC3339)
-		}
-		err := c.Drainer.SetAnnotations(ctx, w.name, ann)
-		if err != nil && !errors.Is(err, drain.ErrNodeGone) {
-			c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
-		}
-		if err == nil && !expires.IsZero() {
-			c.spawn(func() { c.expireRebalance(c.ctx, w.name, expires) })
-		}
+	if written && !expires.IsZero() {
+		c.spawn(func() { c.expireRebalance(c.ctx, w.name, expires) })
 	}
 	if w.notified[notify.PhaseReceived] {
 		c.notifyOnce(w, notify.PhaseFinished, plan.For(evs, c.o.Policy, now), "")
@@ -257,6 +255,28 @@ func (c *Controller) finish(ctx context.Context, w *nodeWork, evs []event.Event,
 		c.settle(t, Done)
 	}
 	return true
+}
+
+// recordFinished records on the node that evs are done: it forgets their
+// events (the cordon and taints stay), adds their IDs to the done list
+// (read from the node written, not the cache) and keeps the rebalance
+// expiry appointment, if any. It reports whether the write succeeded.
+func (c *Controller) recordFinished(ctx context.Context, w *nodeWork, evs []event.Event, now, expires time.Time) bool {
+	if len(evs) == 0 {
+		return false
+	}
+	err := c.Drainer.UpdateAnnotations(ctx, w.name, func(cur map[string]string) map[string]string {
+		ann := map[string]string{drain.AnnotationEvents: "", AnnotationDrained: now.UTC().Format(time.RFC3339),
+			AnnotationDoneEvents: doneList(cur, evs)}
+		if !expires.IsZero() {
+			ann[AnnotationRebalanceExpires] = expires.UTC().Format(time.RFC3339)
+		}
+		return ann
+	})
+	if err != nil && !errors.Is(err, drain.ErrNodeGone) {
+		c.Log.Warn("clearing node events annotation failed", "node", w.name, "error", err.Error())
+	}
+	return err == nil
 }
 
 // settleEvents records the events a reconcile carried out as done while others
@@ -283,7 +303,10 @@ func (c *Controller) settleEvents(ctx context.Context, w *nodeWork, evs []event.
 	if len(settled) == 0 {
 		return
 	}
-	if err := c.Drainer.SetAnnotations(ctx, w.name, map[string]string{AnnotationDoneEvents: c.doneEvents(w.name, settled)}); err != nil && !errors.Is(err, drain.ErrNodeGone) {
+	err := c.Drainer.UpdateAnnotations(ctx, w.name, func(cur map[string]string) map[string]string {
+		return map[string]string{AnnotationDoneEvents: doneList(cur, settled)}
+	})
+	if err != nil && !errors.Is(err, drain.ErrNodeGone) {
 		c.Log.Warn("recording done events failed", "node", w.name, "error", err.Error())
 	}
 }

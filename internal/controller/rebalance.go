@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,37 +89,22 @@ func (c *Controller) expireRebalance(ctx context.Context, node string, at time.T
 			continue
 		}
 		w := &nodeWork{name: node, instanceID: n.Spec.ProviderID, reported: map[string]bool{}}
-		if other := otherTaint(n); other != "" {
-			// An interruption followed: its cordon stays, only the
-			// appointment goes.
-			if err := c.Drainer.SetAnnotations(ctx, node, map[string]string{AnnotationRebalanceExpires: ""}); err != nil {
-				c.Log.Warn("removing rebalance expiry annotation failed", "node", node, "error", err.Error())
-			}
-			c.Log.Info("rebalance cordon not expired: another interruption followed", "node", node, "taint", other)
-			return
-		}
-		changed, err := c.Drainer.Uncordon(ctx, node, plan.TaintPrefix, []string{AnnotationRebalanceExpires})
-		if err != nil {
+		// Decided on the node as it is written, not on the cache: a
+		// cordon that landed meanwhile (an interruption followed) stays.
+		other, changed, err := c.Drainer.ExpireCordon(ctx, node, plan.TaintPrefix, rebalanceTaint, []string{AnnotationRebalanceExpires})
+		switch {
+		case err != nil:
 			c.Metrics.Actions.WithLabelValues("uncordon", "error").Inc()
 			c.Log.Warn("uncordoning after the rebalance cordon expired failed", "node", node, "error", err.Error())
 			at = now.Add(c.o.RetryBackoff)
 			continue
-		}
-		if changed {
+		case other != "":
+			c.Log.Info("rebalance cordon not expired: another interruption followed", "node", node, "taint", other)
+		case changed:
 			c.Metrics.Actions.WithLabelValues("uncordon", "ok").Inc()
 			c.report(w, corev1.EventTypeNormal, "RebalanceCordonExpired", "uncordon",
 				fmt.Sprintf("no interruption followed the rebalance recommendation within %s: uncordoned and lifeboat taints removed", c.o.RebalanceCordonExpiry))
 		}
 		return
 	}
-}
-
-// otherTaint returns a lifeboat taint of n other than the rebalance one.
-func otherTaint(n *corev1.Node) string {
-	for _, t := range n.Spec.Taints {
-		if strings.HasPrefix(t.Key, plan.TaintPrefix) && t.Key != rebalanceTaint {
-			return t.Key
-		}
-	}
-	return ""
 }

@@ -90,10 +90,10 @@ func fmtDeadline(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// doneEvents returns the node's done-events annotation with evs added
-// (oldest dropped beyond maxDoneEvents).
-func (c *Controller) doneEvents(node string, evs []event.Event) string {
-	ids := c.doneOnNode(node)
+// doneList returns the done-events annotation of a node with annotations
+// ann, with evs added (oldest dropped beyond maxDoneEvents).
+func doneList(ann map[string]string, evs []event.Event) string {
+	ids := doneIDs(ann)
 	for _, e := range evs {
 		if !slices.Contains(ids, e.ID) {
 			ids = append(ids, e.ID)
@@ -115,8 +115,13 @@ func (c *Controller) doneOnNode(node string) []string {
 	if !ok {
 		return nil
 	}
+	return doneIDs(n.Annotations)
+}
+
+// doneIDs reads a done-events annotation.
+func doneIDs(ann map[string]string) []string {
 	var ids []string
-	if raw := n.Annotations[AnnotationDoneEvents]; raw != "" {
+	if raw := ann[AnnotationDoneEvents]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &ids); err != nil {
 			return nil
 		}

@@ -10,8 +10,9 @@ import (
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 )
 
-// Node annotations kept only so that an operator can see the work in
-// flight (lifeboat status); lifeboat never decides anything from them.
+// Node annotations kept so that an operator can see the work in flight
+// (lifeboat status); lifeboat decides nothing from them but whether an
+// action it finds gone was completed by itself (completions.go).
 const (
 	// AnnotationHeartbeats counts the lifecycle heartbeats that got through
 	// for the node's current work.

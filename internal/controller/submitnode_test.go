@@ -60,6 +60,14 @@ func (f *nodeRecorder) Drain(ctx context.Context, _ string, _ time.Time, _ func(
 
 func (f *nodeRecorder) SetAnnotations(context.Context, string, map[string]string) error { return nil }
 
+func (f *nodeRecorder) UpdateAnnotations(context.Context, string, func(map[string]string) map[string]string) error {
+	return nil
+}
+
+func (f *nodeRecorder) ExpireCordon(context.Context, string, string, string, []string) (string, bool, error) {
+	return "", true, nil
+}
+
 func startIMDSController(t *testing.T, d *nodeRecorder, o Options) *Controller {
 	t.Helper()
 	return run(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "self"}}), nodes.Options{OnlyNode: "self"}, Deps{Drainer: d}, o)

@@ -2,14 +2,10 @@ package drain
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 )
 
 // Node actions aws-node-termination-handler's users rely on, besides
@@ -130,26 +126,13 @@ func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, pr
 // taintOutOfService adds the out-of-service taint (NoExecute) and the
 // annotation that says lifeboat added it.
 func (d *Drainer) taintOutOfService(ctx context.Context, node string) error {
-	first := true
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		n, err := d.readNode(ctx, node, first)
-		first = false
-		if err != nil {
-			return err
-		}
+	_, err := d.modify(ctx, node, "tainting out of service", func(n *corev1.Node) bool {
 		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService }) {
-			return nil // ours from an earlier drain, or someone else's
+			return false // ours from an earlier drain, or someone else's
 		}
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
 		setAnnotation(n, AnnotationOutOfService, "true")
-		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
+		return true
 	})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("tainting node %s out of service: %w: %w", node, ErrNodeGone, err)
-	}
-	if err != nil {
-		return fmt.Errorf("tainting node %s out of service: %w", node, err)
-	}
-	return nil
+	return err
 }

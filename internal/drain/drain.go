@@ -78,6 +78,7 @@ type Drainer struct {
 	cache      func(string) (*corev1.Node, bool)
 	stuckAfter time.Duration
 	acts       Actions
+	written    lastWrites // node writes the cache may not show yet
 }
 
 // New returns a Drainer.

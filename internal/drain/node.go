@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 )
 
 // ErrNodeGone (wrapped) means the Node no longer exists: there is nothing
@@ -41,16 +40,9 @@ const (
 // Actions.ExcludeFromLB, the load balancer label. It reports
 // whether anything changed. Conflicts are retried on a fresh read.
 func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error) {
-	changed := false
-	first := true
 	effect := d.acts.taintEffect()
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		n, err := d.readNode(ctx, node, first)
-		first = false
-		if err != nil {
-			return err
-		}
-		changed = d.acts.markCordoned(n)
+	return d.modify(ctx, node, "cordoning", func(n *corev1.Node) bool {
+		changed := d.acts.markCordoned(n)
 		if !n.Spec.Unschedulable {
 			n.Spec.Unschedulable = true
 			setAnnotation(n, AnnotationCordoned, "true")
@@ -68,19 +60,8 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 				changed = true
 			}
 		}
-		if !changed || d.dryRun {
-			return nil
-		}
-		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
+		return changed
 	})
-	if apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("cordoning node %s: %w: %w", node, ErrNodeGone, err)
-	}
-	if err != nil {
-		return false, fmt.Errorf("cordoning node %s: %w", node, err)
-	}
-	return changed, nil
 }
 
 // Uncordon undoes Cordon: it removes lifeboat's taints (keys with prefix),
@@ -88,45 +69,78 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 // given annotations, and makes the node schedulable again only if
 // lifeboat cordoned it. It reports whether anything changed.
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
-	changed := false
-	first := true
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
-		n, err := d.readNode(ctx, node, first)
-		first = false
-		if err != nil {
-			return err
-		}
-		changed = unmarkCordoned(n)
-		if n.Annotations[AnnotationCordoned] == "true" {
-			n.Spec.Unschedulable = false
-			delete(n.Annotations, AnnotationCordoned)
-			changed = true
-		}
-		kept := n.Spec.Taints[:0]
+	return d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool { return uncordon(n, taintPrefix, annotations) })
+}
+
+// ExpireCordon undoes a cordon lifeboat set for the taint key alone (a
+// rebalance recommendation): as Uncordon, unless the node as it is
+// written carries another taint with taintPrefix (an interruption
+// followed), whose cordon stays: then only the annotations go, and that
+// taint's key is returned. The choice is made on the object written, so a
+// cordon that lands in between is never undone.
+func (d *Drainer) ExpireCordon(ctx context.Context, node, taintPrefix, key string, annotations []string) (other string, changed bool, err error) {
+	changed, err = d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool {
+		other = ""
 		for _, t := range n.Spec.Taints {
-			if strings.HasPrefix(t.Key, taintPrefix) {
-				changed = true
-				continue
+			if strings.HasPrefix(t.Key, taintPrefix) && t.Key != key {
+				other = t.Key
+				return removeAnnotations(n, annotations)
 			}
-			kept = append(kept, t)
 		}
-		n.Spec.Taints = kept
-		for _, k := range annotations {
-			if _, ok := n.Annotations[k]; ok {
+		return uncordon(n, taintPrefix, annotations)
+	})
+	return other, changed, err
+}
+
+// UpdateAnnotations sets the annotations update returns for the node's
+// current ones (value "": removed), deciding on the object written (see
+// modify): a list kept in an annotation loses no entry to a stale read.
+func (d *Drainer) UpdateAnnotations(ctx context.Context, node string, update func(current map[string]string) map[string]string) error {
+	_, err := d.modify(ctx, node, "annotating", func(n *corev1.Node) bool {
+		changed := false
+		for k, v := range update(n.Annotations) {
+			if _, ok := n.Annotations[k]; v == "" && ok {
 				delete(n.Annotations, k)
 				changed = true
+			} else if v != "" && n.Annotations[k] != v {
+				setAnnotation(n, k, v)
+				changed = true
 			}
 		}
-		if !changed || d.dryRun {
-			return nil
-		}
-		_, err = d.nodes.Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		return err
+		return changed
 	})
-	if err != nil {
-		return false, fmt.Errorf("uncordoning node %s: %w", node, err)
+	return err
+}
+
+// uncordon applies Uncordon to n; it reports whether n changed.
+func uncordon(n *corev1.Node, taintPrefix string, annotations []string) bool {
+	changed := unmarkCordoned(n)
+	if n.Annotations[AnnotationCordoned] == "true" {
+		n.Spec.Unschedulable = false
+		delete(n.Annotations, AnnotationCordoned)
+		changed = true
 	}
-	return changed, nil
+	kept := n.Spec.Taints[:0]
+	for _, t := range n.Spec.Taints {
+		if strings.HasPrefix(t.Key, taintPrefix) {
+			changed = true
+			continue
+		}
+		kept = append(kept, t)
+	}
+	n.Spec.Taints = kept
+	return removeAnnotations(n, annotations) || changed
+}
+
+func removeAnnotations(n *corev1.Node, annotations []string) bool {
+	changed := false
+	for _, k := range annotations {
+		if _, ok := n.Annotations[k]; ok {
+			delete(n.Annotations, k)
+			changed = true
+		}
+	}
+	return changed
 }
 
 // SetAnnotations sets (value != "") or removes (value == "") node annotations
@@ -139,7 +153,10 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	if err != nil {
 		return err
 	}
-	_, err = d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	n, err := d.nodes.Nodes().Patch(ctx, node, mergePatch, patch, metav1.PatchOptions{})
+	if err == nil && d.cache != nil {
+		d.written.put(n)
+	}
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("annotating node %s: %w: %w", node, ErrNodeGone, err)
 	}
@@ -167,10 +184,15 @@ func setAnnotation(n *corev1.Node, k, v string) {
 // read the node from the API server.
 func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev1.Node, error) {
 	if first && d.cache != nil {
-		if n, ok := d.cache(node); ok {
+		n, ok := d.cache(node)
+		if w := d.written.newer(node, n, ok); w != nil {
+			return w.DeepCopy(), nil
+		}
+		if ok {
 			return n.DeepCopy(), nil
 		}
 	}
+	d.written.forget(node) // refused: start afresh
 	n, err := d.nodes.Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return nil, err

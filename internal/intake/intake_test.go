@@ -65,6 +65,14 @@ func (f *fakeDrainer) Drain(ctx context.Context, node string, _ time.Time, _ fun
 
 func (f *fakeDrainer) SetAnnotations(context.Context, string, map[string]string) error { return nil }
 
+func (f *fakeDrainer) UpdateAnnotations(context.Context, string, func(map[string]string) map[string]string) error {
+	return nil
+}
+
+func (f *fakeDrainer) ExpireCordon(context.Context, string, string, string, []string) (string, bool, error) {
+	return "", true, nil
+}
+
 func (f *fakeDrainer) count(m map[string]int, node string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

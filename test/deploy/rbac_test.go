@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -159,7 +161,6 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"nodes get in ClusterRole",
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
-		"nodes update in ClusterRole",
 		"nodes watch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
@@ -182,7 +183,6 @@ func TestRBACLeastPrivilegeIMDS(t *testing.T) {
 		"nodes get in ClusterRole",
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
-		"nodes update in ClusterRole",
 		"nodes watch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
@@ -393,16 +393,25 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 
 // conflictingProxy is the API server as lifeboat sees it in these
 // scenarios: through a proxy that plays a concurrent writer. Right before
-// lifeboat's first update of a node, it changes the node (as another
-// controller may), so that the update answers 409 Conflict and lifeboat
+// lifeboat's first resourceVersion-checked write of a node (a merge patch
+// that carries the version it read), it changes the node (as another
+// controller may), so that the write answers 409 Conflict and lifeboat
 // must read the node again.
 func conflictingProxy(t *testing.T) *proxy {
 	kp := startProxy(t, kube.URL, kubeTransport(), true)
 	var bumped sync.Map
 	kp.setBefore(func(r *http.Request) {
 		name, ok := strings.CutPrefix(r.URL.Path, "/api/v1/nodes/")
-		if r.Method != http.MethodPut || !ok || strings.Contains(name, "/") {
+		if r.Method != http.MethodPatch || !ok || strings.Contains(name, "/") {
 			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading lifeboat's patch of node %s: %v", name, err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !bytes.Contains(body, []byte(`"resourceVersion"`)) {
+			return // an annotation patch, which depends on nothing
 		}
 		if _, done := bumped.LoadOrStore(name, true); done {
 			return
@@ -424,7 +433,7 @@ func conflictingProxy(t *testing.T) *proxy {
 func checkConflicted(t *testing.T, kp *proxy) {
 	t.Helper()
 	for _, c := range kp.snapshot() {
-		if c.method == http.MethodPut && strings.HasPrefix(c.path, "/api/v1/nodes/") && c.status == http.StatusConflict {
+		if c.method == http.MethodPatch && strings.HasPrefix(c.path, "/api/v1/nodes/") && c.status == http.StatusConflict {
 			return
 		}
 	}

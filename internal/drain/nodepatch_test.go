@@ -1,0 +1,223 @@
+package drain_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kube"
+)
+
+// nodeServer is an API server for one Node kept as raw JSON, as the real
+// one keeps fields a client may not know. GET answers it; PUT replaces it
+// and PATCH (JSON merge patch) merges into it, both refused with 409
+// Conflict when they carry a resourceVersion that is not the current one.
+// before, if set, runs once before the first write is handled: another
+// writer's change lands between lifeboat's read and its write.
+type nodeServer struct {
+	t      *testing.T
+	mu     sync.Mutex
+	raw    map[string]any
+	rv     int
+	before func(raw map[string]any)
+	writes []string // methods of the writes received
+	reqs   int
+}
+
+func newNodeServer(t *testing.T, rawNode string) (*nodeServer, *kube.REST) {
+	s := &nodeServer{t: t, rv: 1}
+	if err := json.Unmarshal([]byte(rawNode), &s.raw); err != nil {
+		t.Fatal(err)
+	}
+	s.raw["metadata"].(map[string]any)["resourceVersion"] = "1"
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	client, err := kube.NewREST(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, client
+}
+
+func (s *nodeServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs++
+	if r.URL.Path != "/api/v1/nodes/n" {
+		http.NotFound(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	if r.Method != http.MethodGet {
+		s.writes = append(s.writes, r.Method)
+		if s.before != nil {
+			s.before(s.raw)
+			s.rv++
+			s.before = nil
+		}
+		var in map[string]any
+		if err := json.Unmarshal(body, &in); err != nil {
+			s.t.Errorf("%s body: %v", r.Method, err)
+		}
+		if meta, _ := in["metadata"].(map[string]any); meta["resourceVersion"] != nil && meta["resourceVersion"] != strconv.Itoa(s.rv) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}`))
+			return
+		}
+		switch r.Method {
+		case http.MethodPut:
+			s.raw = in
+		case http.MethodPatch:
+			cur, _ := json.Marshal(s.raw)
+			merged, err := jsonpatch.MergePatch(cur, body)
+			if err != nil {
+				s.t.Errorf("merge patch: %v", err)
+			}
+			s.raw = nil
+			_ = json.Unmarshal(merged, &s.raw)
+		}
+		s.rv++
+	}
+	s.raw["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(s.rv)
+	out, _ := json.Marshal(s.raw)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// node returns the node as a client of this version decodes it (what an
+// informer's cache holds: no unknown field).
+func (s *nodeServer) node() *corev1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, _ := json.Marshal(s.raw)
+	var n corev1.Node
+	if err := json.Unmarshal(b, &n); err != nil {
+		s.t.Fatal(err)
+	}
+	return &n
+}
+
+func (s *nodeServer) spec() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raw["spec"].(map[string]any)
+}
+
+// A Node as a newer API server holds it: fields this client has no Go
+// field for, in spec and status.
+const futureNode = `{"kind":"Node","apiVersion":"v1","metadata":{"name":"n","labels":{"a":"b"}},
+	"spec":{"providerID":"aws:///us-east-1a/i-0aaaaaaaaaaaaaaaa","futureSpecField":{"keep":true}},
+	"status":{"futureStatusField":"kept"}}`
+
+// Issue 22 defect 14: cordons were full-object PUTs of the node as this
+// client decodes it, dropping every field newer than the client. Now only
+// what changed is sent (a merge patch): a field unknown to the client
+// survives cordon and uncordon, and a write is still one request when the
+// cache is current (test/bench counts them).
+func TestNodeFieldsUnknownToTheClientSurviveCordonAndUncordon(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		drain.Options{NodeCache: func(string) (*corev1.Node, bool) { return s.node(), true }})
+	ctx := context.Background()
+	for _, step := range []struct {
+		name  string
+		write func() (bool, error)
+	}{
+		{"cordon", func() (bool, error) {
+			return d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot-interruption", map[string]string{"lifeboat.io/events": "[]"})
+		}},
+		{"uncordon", func() (bool, error) { return d.Uncordon(ctx, "n", "lifeboat.io/", []string{"lifeboat.io/events"}) }},
+	} {
+		before := s.reqs
+		changed, err := step.write()
+		if err != nil || !changed {
+			t.Fatalf("%s: changed %v, error %v", step.name, changed, err)
+		}
+		if got := s.reqs - before; got != 1 {
+			t.Errorf("%s: %d requests with a current cache, want 1", step.name, got)
+		}
+		if _, ok := s.spec()["futureSpecField"]; !ok {
+			t.Errorf("after %s: spec %v lost the field unknown to the client", step.name, s.spec())
+		}
+		s.mu.Lock()
+		status := s.raw["status"].(map[string]any)
+		s.mu.Unlock()
+		if status["futureStatusField"] != "kept" {
+			t.Errorf("after %s: status %v lost the field unknown to the client", step.name, status)
+		}
+	}
+	if n := s.node(); n.Spec.Unschedulable || len(n.Spec.Taints) != 0 || n.Labels["a"] != "b" {
+		t.Errorf("after cordon and uncordon: unschedulable %v, taints %v, labels %v", n.Spec.Unschedulable, n.Spec.Taints, n.Labels)
+	}
+}
+
+// A write carries the resourceVersion it was decided on: another writer's
+// taint landing between lifeboat's read and its write makes the server
+// refuse it (409), and the cordon is decided again on a fresh read, so
+// both taints stay.
+func TestCordonRetriedOnAFreshReadAfterAConcurrentWrite(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	s.before = func(raw map[string]any) {
+		raw["spec"].(map[string]any)["taints"] = []any{map[string]any{"key": "example.com/other", "effect": "NoSchedule"}}
+	}
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
+	if _, err := d.Cordon(context.Background(), "n", []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
+		t.Fatal(err)
+	}
+	n := s.node()
+	var keys []string
+	for _, t := range n.Spec.Taints {
+		keys = append(keys, t.Key)
+	}
+	if len(keys) != 2 || !n.Spec.Unschedulable {
+		t.Errorf("taints %v, unschedulable %v; want the other writer's and lifeboat's, cordoned", keys, n.Spec.Unschedulable)
+	}
+	if len(s.writes) != 2 {
+		t.Errorf("writes %v; want the refused one and its retry", s.writes)
+	}
+}
+
+// The cache lags lifeboat's own writes (here it never catches up): a
+// read-modify-write right after another write (the done-events record
+// after the lifecycle completion's note) starts from the node that write
+// returned, not from the stale cache, so it costs one request and no
+// refused write.
+func TestWriteAfterOwnWriteCostsOneRequestWhileTheCacheLags(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	stale := s.node()
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		drain.Options{NodeCache: func(string) (*corev1.Node, bool) { return stale, true }})
+	ctx := context.Background()
+	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetAnnotations(ctx, "n", map[string]string{"lifeboat.io/lifecycle": "completed"}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.reqs
+	if err := d.UpdateAnnotations(ctx, "n", func(map[string]string) map[string]string {
+		return map[string]string{"lifeboat.io/done-events": `["a"]`}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.reqs - before; got != 1 {
+		t.Errorf("%d requests for the write after lifeboat's own writes, want 1 (writes %v)", got, s.writes)
+	}
+	if n := s.node(); !n.Spec.Unschedulable || n.Annotations["lifeboat.io/lifecycle"] != "completed" || n.Annotations["lifeboat.io/done-events"] != `["a"]` {
+		t.Errorf("node after the writes: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
+	}
+}
