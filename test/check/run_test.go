@@ -188,7 +188,8 @@ func (w *world) kubeconfigVia(addr string) string {
 	return path
 }
 
-// /healthz is the process; /readyz follows the API server and the queue.
+// /healthz is the process; /readyz follows the node watch (so the API
+// server, without asking it: issue 22) and the queue.
 func TestReadiness(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	proxy := newAPIProxy(t)
@@ -204,7 +205,7 @@ func TestReadiness(t *testing.T) {
 	}
 
 	proxy.stop()
-	lb.waitReady(t, 20*time.Second, http.StatusServiceUnavailable, "kubernetes API unreachable")
+	lb.waitReady(t, 20*time.Second, http.StatusServiceUnavailable, "node watch failing")
 	if status, _ := lb.get(t, "/healthz"); status != http.StatusOK {
 		t.Errorf("/healthz = %d while the API is unreachable; the process is alive", status)
 	}
