@@ -117,12 +117,14 @@ type apiProxy struct {
 }
 
 func newAPIProxy(t *testing.T) *apiProxy {
-	port, err := testenv.FreePort()
+	// The first bind takes a port of the kernel's choosing (no race with
+	// other processes, issue 22); start binds it again after a stop.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &apiProxy{t: t, addr: fmt.Sprintf("127.0.0.1:%d", port), target: strings.TrimPrefix(kube.URL, "https://")}
-	p.start()
+	p := &apiProxy{t: t, addr: l.Addr().String(), target: strings.TrimPrefix(kube.URL, "https://")}
+	p.serve(l)
 	t.Cleanup(p.stop)
 	return p
 }
@@ -132,6 +134,10 @@ func (p *apiProxy) start() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.serve(l)
+}
+
+func (p *apiProxy) serve(l net.Listener) {
 	p.mu.Lock()
 	p.l = l
 	p.mu.Unlock()
