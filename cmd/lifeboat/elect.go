@@ -28,7 +28,7 @@ func newFence(clk clock.PassiveClock, leaderElection bool) *writeFence {
 // election).
 func (a *app) elect(ctx context.Context, lead func(context.Context) error) error {
 	if !a.cfg.LeaderElect {
-		a.ready.leader.Store(true)
+		a.ready.SetLeader(true)
 		return lead(ctx)
 	}
 	client, err := kubernetes.NewForConfig(a.kube.electionConfig)
@@ -41,7 +41,7 @@ func (a *app) elect(ctx context.Context, lead func(context.Context) error) error
 	}
 	return leader.Run(ctx, leader.Options{
 		Client: client, Name: a.cfg.LeaseName, Namespace: a.cfg.LeaseNamespace, Identity: id,
-		LeaseDuration: a.cfg.LeaseDuration, Log: a.log, OnLeading: a.ready.leader.Store,
+		LeaseDuration: a.cfg.LeaseDuration, Log: a.log, OnLeading: a.ready.SetLeader,
 	}, a.fence, lead)
 }
 

@@ -61,16 +61,17 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
-	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope()})
+	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope(), OnListWatch: a.ready.NodeWatch})
+	a.ready.WatchNodes(index.Synced)
 	g.Go(func() error { index.Run(ctx); return nil })
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
 		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Receivers: cfg.QueueReceivers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
 		OnReceiveError: func(error) {
 			a.metrics.ReceiveErrors.Inc()
 			a.metrics.SourceHealthy.WithLabelValues("sqs").Set(0)
-			a.ready.source.Store(false)
+			a.ready.SetSource(false)
 		},
-		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.source.Store(true) },
+		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.SetSource(true) },
 		HandBack:  handBackClient,
 	})
 	drainer := a.drainer(index)

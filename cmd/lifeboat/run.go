@@ -25,6 +25,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
+	"lifeboat.dev/lifeboat/internal/readiness"
 )
 
 const runHeader = `usage: lifeboat run [flags]
@@ -68,7 +69,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		g.Go(func() error { return err }) // stop what started, then report
 	}
-	a.ready.kube.Store(true)
+	a.ready.Started()
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil && err == nil {
 		log.Info("stopped")
@@ -89,7 +90,7 @@ type app struct {
 	recorder   kube.EventRecorder
 	stopEvents func()
 	notifier   *notify.Webhook // nil: no webhook
-	ready      *readiness
+	ready      *readiness.State
 }
 
 func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
@@ -121,8 +122,7 @@ func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, err
 		rec, a.stopEvents = clusterRecorder(ctx, a.kube.events.EventSink(), source)
 	}
 	a.recorder = kevents.Annotated(rec, cfg.EventAnnotations)
-	a.ready = &readiness{kubeProbe: apiProbe(a.kube.main)}
-	a.ready.leader.gauge = a.metrics.Leader
+	a.ready = &readiness.State{Gauge: a.metrics.Leader}
 	if a.notifier, err = newNotifier(cfg, a.clock, log, a.metrics); err != nil {
 		a.stopEvents()
 		return nil, usageError{err, "lifeboat run --help"}
@@ -184,22 +184,23 @@ func (a *app) policy() plan.Policy {
 
 // startIMDS starts IMDS mode: one pod per node, which watches only its own
 // Node and acts only on it. There is no election: every pod works, so
-// readiness follows its source (the flag, not the lifeboat_leader gauge,
-// which stays 0).
+// readiness follows its node watch and its source (Acting, not the
+// lifeboat_leader gauge, which stays 0).
 func (a *app) startIMDS(ctx context.Context, g *errgroup.Group) error {
-	index := nodes.New(a.kube.main, nodes.Options{OnlyNode: a.cfg.NodeName})
+	index := nodes.New(a.kube.main, nodes.Options{OnlyNode: a.cfg.NodeName, OnListWatch: a.ready.NodeWatch})
+	a.ready.WatchNodes(index.Synced)
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)
 	o := imdsflow.Options{
 		NodeName: a.cfg.NodeName, Endpoint: a.cfg.IMDSEndpoint, AllowV1: a.cfg.IMDSAllowV1, Poll: a.cfg.IMDSPoll,
 		DryRun: a.cfg.DryRun, Policy: a.policy(), DeadlineMargin: a.cfg.DeadlineMargin, RebalanceCordonExpiry: a.cfg.RebalanceCordonExpiry,
-		OnPoll: a.ready.source.Store,
+		OnPoll: a.ready.SetSource,
 	}
 	if err := a.imdsLifecycle(ctx, &deps, &o); err != nil {
 		return err
 	}
 	g.Go(func() error { index.Run(ctx); return nil })
-	a.ready.leader.Bool.Store(true)
+	a.ready.Acting()
 	g.Go(func() error { return imdsflow.Run(ctx, o, deps, drainer) })
 	return nil
 }

@@ -118,7 +118,8 @@ func TestQueuePolicy(t *testing.T) {
 		ok, denied bool
 		cond       string
 	}{
-		{"template", `{"Statement":[{"Effect":"Allow","Principal":{"Service":["events.amazonaws.com","sqs.amazonaws.com"]},"Action":"sqs:SendMessage","Resource":"` + arn + `"}]}`, true, false, ""},
+		{"template", `{"Statement":[{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"sqs:SendMessage","Resource":"` + arn + `","Condition":{"ArnEquals":{"aws:SourceArn":["arn:aws:events:us-east-1:123456789012:rule/lifeboat-SpotInterruptionRule-1"]},"StringEquals":{"aws:SourceAccount":"123456789012"}}}]}`, true, false, "aws:SourceAccount, aws:SourceArn"},
+		{"unscoped", `{"Statement":[{"Effect":"Allow","Principal":{"Service":["events.amazonaws.com","sqs.amazonaws.com"]},"Action":"sqs:SendMessage","Resource":"` + arn + `"}]}`, true, false, ""},
 		{"single statement object", `{"Statement":{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":["sqs:*"],"Resource":"arn:aws:sqs:*:123456789012:*"}}`, true, false, ""},
 		{"anyone", `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"sqs:SendMessage"}]}`, true, false, ""},
 		{"with a condition", `{"Statement":[{"Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},"Action":"SQS:SendMessage","Resource":"` + arn + `","Condition":{"ArnEquals":{"aws:SourceArn":"arn:aws:events:us-east-1:123456789012:rule/x"}}}]}`, true, false, "aws:SourceArn"},

@@ -95,14 +95,6 @@ func (r *REST) Pods(namespace string) PodClient { return pods{r.core, namespace}
 
 func (r *REST) PodDisruptionBudgets(namespace string) PDBClient { return pdbs{r.policy, namespace} }
 
-// Readyz asks the API server's /readyz (allowed to every authenticated user
-// by the default system:public-info-viewer role): the readiness probe,
-// without client-go's discovery client.
-func (r *REST) Readyz(ctx context.Context) error {
-	_, err := r.core.Get().AbsPath("/readyz").DoRaw(ctx)
-	return err
-}
-
 // timeout is a list's or watch's TimeoutSeconds as the request's timeout,
 // as client-go's typed clients do.
 func timeout(o metav1.ListOptions) time.Duration {

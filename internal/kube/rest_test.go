@@ -303,14 +303,11 @@ func TestWatch(t *testing.T) {
 }
 
 // The Event sink writes in the Event's namespace; a repeated Event is a
-// strategic merge patch. The readiness probe is a GET of /readyz.
-func TestEventSinkAndReadyz(t *testing.T) {
+// strategic merge patch.
+func TestEventSink(t *testing.T) {
 	for _, media := range medias {
 		t.Run(media, func(t *testing.T) {
 			s := newAPIServer(t, media, func(r *http.Request) (int, runtime.Object) {
-				if r.URL.Path == "/readyz" {
-					return 200, &metav1.Status{Status: metav1.StatusSuccess}
-				}
 				return 201, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n.1", Namespace: "default"}, Reason: "Cordoned"}
 			})
 			c := s.client()
@@ -326,14 +323,10 @@ func TestEventSinkAndReadyz(t *testing.T) {
 			if _, err := sink.Patch(e, []byte(`{"count":2}`)); err != nil {
 				t.Fatalf("Patch: %v", err)
 			}
-			if err := c.Readyz(context.Background()); err != nil {
-				t.Fatalf("Readyz: %v", err)
-			}
 			checkRequests(t, s.requests(), []request{
 				{method: "POST", path: "/api/v1/namespaces/default/events", contentType: media},
 				{method: "PUT", path: "/api/v1/namespaces/default/events/n.1", contentType: media},
 				{method: "PATCH", path: "/api/v1/namespaces/default/events/n.1", contentType: string(types.StrategicMergePatchType)},
-				{method: "GET", path: "/readyz"},
 			})
 		})
 	}

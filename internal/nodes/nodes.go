@@ -39,6 +39,10 @@ type Options struct {
 	LabelSelector string
 	// Resync is the informer resync period (0: none).
 	Resync time.Duration
+	// OnListWatch, if set, is told the outcome of every list and watch
+	// request the informer makes (nil: the API server answered), so that
+	// readiness follows the watch without asking the API server itself.
+	OnListWatch func(error)
 }
 
 // Client is what the Index lists and watches through (a kube.Client is
@@ -49,6 +53,10 @@ type Client interface {
 
 // New returns an index; call Run to fill it.
 func New(client Client, o Options) *Index {
+	report := o.OnListWatch
+	if report == nil {
+		report = func(error) {}
+	}
 	tweak := func(lo *metav1.ListOptions) {
 		if o.OnlyNode != "" {
 			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", o.OnlyNode).String()
@@ -72,11 +80,15 @@ func New(client Client, o Options) *Index {
 			if lo.Limit == 0 {
 				lo.Limit = 500
 			}
-			return client.Nodes().List(ctx, lo)
+			list, err := client.Nodes().List(ctx, lo)
+			report(err)
+			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			tweak(&lo)
-			return client.Nodes().Watch(ctx, lo)
+			w, err := client.Nodes().Watch(ctx, lo)
+			report(err)
+			return w, err
 		},
 	}
 	inf := cache.NewSharedIndexInformer(lw, &corev1.Node{}, o.Resync, cache.Indexers{

@@ -2,12 +2,18 @@ package nodes
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
@@ -84,5 +90,43 @@ func TestLabelSelectorScopesTheIndex(t *testing.T) {
 	}
 	if l := x.List(); len(l) != 1 {
 		t.Errorf("List() has %d nodes, want 1", len(l))
+	}
+}
+
+// OnListWatch hears the outcome of every list and watch request, so that
+// readiness can follow the watch without asking the API server (issue 22).
+func TestOnListWatchReportsEachRequest(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
+	var failing atomic.Bool
+	failing.Store(true)
+	client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			return true, nil, errors.New("etcd is gone")
+		}
+		return false, nil, nil
+	})
+	heard := make(chan error, 100)
+	x := New(clientset.New(client), Options{OnListWatch: func(err error) { heard <- err }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go x.Run(ctx)
+	if err := <-heard; err == nil || !strings.Contains(err.Error(), "etcd is gone") {
+		t.Fatalf("first report %v, want the list's error", err)
+	}
+	failing.Store(false)
+	// The reflector lists again after its backoff (about a second), then
+	// watches: both answered.
+	for ok := 0; ok < 2; {
+		select {
+		case err := <-heard:
+			if err == nil {
+				ok++
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("heard %d answered requests after the list recovered, want 2 (list and watch)", ok)
+		}
+	}
+	if err := x.WaitSynced(ctx); err != nil {
+		t.Error(err)
 	}
 }

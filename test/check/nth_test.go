@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,23 +25,25 @@ import (
 // from aws-node-termination-handler sets them).
 func (w *world) runEnv(name string, env []string, extra ...string) *running {
 	w.t.Helper()
-	port, err := testenv.FreePort()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	args := append(append([]string{"run", "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, w.flags()...), extra...)
-	p, err := testenv.StartProcess(name, lifeboatBin, args, append(testenv.AWSEnv(), env...), w.t.TempDir())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() {
-		p.Stop()
-		if w.t.Failed() {
-			w.t.Logf("---- %s log ----\n%s", name, p.Tail(100))
+	var r *running
+	// A port taken between FreePort and lifeboat's bind: start again on
+	// another (issue 22).
+	_, _, err := testenv.StartOnFreePorts(w.ctx, name, 1, nil, func(ctx context.Context, _ int, ports []int) (*testenv.Process, error) {
+		args := append(append([]string{"run", "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0])}, w.flags()...), extra...)
+		p, err := testenv.StartProcess(name, lifeboatBin, args, append(testenv.AWSEnv(), env...), w.t.TempDir())
+		if err != nil {
+			return nil, err
 		}
+		w.t.Cleanup(func() {
+			p.Stop()
+			if w.t.Failed() {
+				w.t.Logf("---- %s log ----\n%s", name, p.Tail(100))
+			}
+		})
+		r = &running{proc: p, base: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
+		return p, testenv.WaitHTTP(ctx, p, nil, r.base+"/healthz")
 	})
-	r := &running{proc: p, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	if err := testenv.WaitHTTP(w.ctx, p, nil, r.base+"/healthz"); err != nil {
+	if err != nil {
 		w.t.Fatal(err)
 	}
 	return r

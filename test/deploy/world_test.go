@@ -177,11 +177,7 @@ type lifeboatOptions struct {
 // resolved for a pod named o.name in the release namespace.
 func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 	c := w.container()
-	port, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig, fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig)
 	if o.endpoints != "" {
 		args = append(args, "--aws-endpoint="+o.endpoints)
 	}
@@ -201,15 +197,33 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 			return nil, fmt.Errorf("env %s: no downward API value in this test for %+v", e.Name, e.ValueFrom)
 		}
 	}
-	p, err := startProc(w.t, o.name, lifeboatBin, args, env)
+	// --listen gets a free port; if another process binds it before
+	// lifeboat does, lifeboat exits and starts again on another (issue 22).
+	for attempt := 1; ; attempt++ {
+		port, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		p, err := w.startServing(o.name, append(args, fmt.Sprintf("--listen=127.0.0.1:%d", port)), env, port)
+		if err != nil && attempt < 5 && p != nil && testenv.PortTakenIn(p.log()) {
+			continue
+		}
+		return p, err
+	}
+}
+
+// startServing starts lifeboat with args and waits until it serves
+// /healthz on port; on error it returns the process too.
+func (w *world) startServing(name string, args, env []string, port int) (*proc, error) {
+	p, err := startProc(w.t, name, lifeboatBin, args, env)
 	if err != nil {
 		return nil, err
 	}
 	p.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 	client := &http.Client{Timeout: time.Second}
-	err = eventually(w.ctx, 20*time.Second, o.name+" serving /healthz", func() (bool, error) {
+	err = eventually(w.ctx, 20*time.Second, name+" serving /healthz", func() (bool, error) {
 		if done, err := p.exited(); done {
-			return false, fmt.Errorf("%s exited (%v):\n%s", o.name, err, p.tail(20))
+			return false, fmt.Errorf("%s exited (%v):\n%s", name, err, p.tail(20))
 		}
 		resp, err := client.Get(p.healthURL)
 		if err != nil {
@@ -219,7 +233,7 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	return p, nil
 }

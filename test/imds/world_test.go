@@ -338,13 +338,15 @@ func newIMDSProxy(t testing.TB, target string) *imdsProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := testenv.FreePort()
+	// Bound here, on a port of the kernel's choosing: no other process can
+	// take it between a look-up and the bind (issue 22, defect 13).
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &imdsProxy{counts: map[string]int{}, hidden: map[string]bool{}, firstServed: map[string]time.Time{}, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	p := &imdsProxy{counts: map[string]int{}, hidden: map[string]bool{}, firstServed: map[string]time.Time{}, url: "http://" + ln.Addr().String()}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	p.srv = &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), ReadHeaderTimeout: 5 * time.Second,
+	p.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second,
 		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			path := strings.TrimPrefix(r.URL.Path, "/latest/meta-data/")
 			p.mu.Lock()
@@ -363,10 +365,6 @@ func newIMDSProxy(t testing.TB, target string) *imdsProxy {
 			}
 			rp.ServeHTTP(rw, r)
 		})}
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", p.srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	go func() { _ = p.srv.Serve(ln) }() // ends with Close
 	t.Cleanup(func() { _ = p.srv.Close() })
 	return p

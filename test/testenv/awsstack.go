@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -104,19 +105,44 @@ func CreateQueueStack(ctx context.Context, motoEndpoint, prefix string) (*QueueS
 		return nil, fmt.Errorf("reading queue ARN: %w", err)
 	}
 	st := &QueueStack{QueueURL: aws.ToString(out.QueueUrl), QueueARN: attrs.Attributes["QueueArn"]}
-	policy := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Sid":"EventBridgeAndAutoScalingSend","Effect":"Allow","Principal":{"Service":["events.amazonaws.com","sqs.amazonaws.com"]},"Action":"sqs:SendMessage","Resource":%q}]}`, st.QueueARN)
-	if _, err := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: out.QueueUrl, Attributes: map[string]string{"Policy": policy}}); err != nil {
-		return nil, fmt.Errorf("setting queue policy: %w", err)
-	}
+	var ruleARNs []string
 	for _, r := range rules {
 		name := prefix + "-" + r.Name
-		if _, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(r.Pattern), State: ebtypes.RuleState(r.State)}); err != nil {
+		rule, err := eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(r.Pattern), State: ebtypes.RuleState(r.State)})
+		if err != nil {
 			return nil, fmt.Errorf("creating rule %s: %w", name, err)
 		}
+		ruleARNs = append(ruleARNs, aws.ToString(rule.RuleArn))
 		if _, err := eb.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name), Targets: []ebtypes.Target{{Id: aws.String("lifeboat"), Arn: aws.String(st.QueueARN)}}}); err != nil {
 			return nil, fmt.Errorf("targeting rule %s: %w", name, err)
 		}
 		st.Rules = append(st.Rules, name)
 	}
+	policy, err := queuePolicy(st.QueueARN, ruleARNs)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: out.QueueUrl, Attributes: map[string]string{"Policy": policy}}); err != nil {
+		return nil, fmt.Errorf("setting queue policy: %w", err)
+	}
 	return st, nil
+}
+
+// queuePolicy is the template's QueuePolicy with its references resolved:
+// only the stack's rules, in the queue's account, may send (moto does not
+// enforce it; lifeboat check reads it).
+func queuePolicy(queueARN string, ruleARNs []string) (string, error) {
+	parts := strings.Split(queueARN, ":") // arn:aws:sqs:REGION:ACCOUNT:NAME
+	if len(parts) != 6 {
+		return "", fmt.Errorf("queue ARN %q has not 6 parts", queueARN)
+	}
+	b, err := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{
+		"Sid": "LifeboatRulesSend", "Effect": "Allow", "Principal": map[string]any{"Service": "events.amazonaws.com"},
+		"Action": "sqs:SendMessage", "Resource": queueARN,
+		"Condition": map[string]any{
+			"ArnEquals":    map[string]any{"aws:SourceArn": ruleARNs},
+			"StringEquals": map[string]any{"aws:SourceAccount": parts[4]},
+		},
+	}}})
+	return string(b), err
 }

@@ -83,6 +83,10 @@ type IMDSOptions struct {
 
 	// Args are appended verbatim to the mock's command line.
 	Args []string
+
+	// pickPort hands out the mock's port (nil: FreePort); a test takes it
+	// itself to provoke the race StartOnFreePorts survives.
+	pickPort PortPicker
 }
 
 // IMDS is a running amazon-ec2-metadata-mock on its own loopback port.
@@ -127,12 +131,13 @@ func NewIMDS(ctx context.Context, logDir string, opts IMDSOptions) (*IMDS, error
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	m := &IMDS{bin: bin, logDir: logDir}
+	_, _, err = StartOnFreePorts(ctx, "ec2-metadata-mock", 1, opts.pickPort, func(ctx context.Context, _ int, ports []int) (*Process, error) {
+		m.URL, m.port = fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[0]
+		err := m.start(ctx, opts)
+		return m.Proc(), err
+	})
 	if err != nil {
-		return nil, err
-	}
-	m := &IMDS{URL: fmt.Sprintf("http://127.0.0.1:%d", port), bin: bin, port: port, logDir: logDir}
-	if err := m.start(ctx, opts); err != nil {
 		return nil, err
 	}
 	return m, nil

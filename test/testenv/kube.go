@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +49,10 @@ type Options struct {
 	// Dir holds data, keys and logs. Empty means a fresh temporary directory
 	// that Close removes; a given Dir is kept.
 	Dir string
+
+	// pickPort hands out the components' ports (nil: FreePort); a test
+	// takes one itself to provoke the race StartOnFreePorts survives.
+	pickPort PortPicker
 }
 
 // DefaultControllers are the kube-controller-manager controllers an Env runs.
@@ -89,8 +96,16 @@ type Env struct {
 
 	opts    Options
 	ownDir  bool
-	procs   []*Process // in start order
+	mu      sync.Mutex
+	procs   []*Process // in start order, failed start attempts included
 	kwokCfg string
+}
+
+// addProc records a started process, so that Close stops it.
+func (e *Env) addProc(p *Process) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.procs = append(e.procs, p)
 }
 
 // Start starts an Env for one test: it is closed by t's cleanup, and the
@@ -104,7 +119,7 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(env.Close)
-	dumpOnFailure(t, env.procs...)
+	dumpOnFailure(t, env.Processes()...)
 	t.Logf("testenv: control plane up in %v (dir %s)", env.StartupTime.Round(time.Millisecond), env.Dir)
 	return env
 }
@@ -165,38 +180,19 @@ func New(ctx context.Context, opts Options) (_ *Env, err error) {
 		return nil, err
 	}
 
-	// The rest only needs the apiserver: start it all, then wait for all.
-	type waiter struct {
-		p   *Process
-		url string
-	}
-	var waits []waiter
+	// The rest only needs the apiserver: start it all at once.
+	var g errgroup.Group
 	if !opts.NoControllerManager {
-		p, url, err := e.startControllerManager(bins["kube-controller-manager"], creds)
-		if err != nil {
-			return nil, err
-		}
-		waits = append(waits, waiter{p, url})
+		g.Go(func() error { return e.startControllerManager(ctx, bins["kube-controller-manager"], creds) })
 	}
 	if !opts.NoScheduler {
-		p, url, err := e.startScheduler(bins["kube-scheduler"], creds)
-		if err != nil {
-			return nil, err
-		}
-		waits = append(waits, waiter{p, url})
+		g.Go(func() error { return e.startScheduler(ctx, bins["kube-scheduler"], creds) })
 	}
 	if !opts.NoKwok {
-		if err := e.startKwok(bins["kwok"], creds); err != nil {
-			return nil, err
-		}
+		g.Go(func() error { return e.startKwok(bins["kwok"], creds) })
 	}
-	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed component on loopback
-	}}
-	for _, w := range waits {
-		if err := WaitHTTP(ctx, w.p, insecure, w.url); err != nil {
-			return nil, fmt.Errorf("%s did not start: %w", w.p.Name, err)
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if !opts.NoControllerManager {
 		// The controllers are running once the default namespace has its
@@ -237,20 +233,18 @@ func (e *Env) writeCredentials() (*credentials, error) {
 	return &c, nil
 }
 
-func (e *Env) startEtcd(ctx context.Context, bin string) (string, error) {
-	client, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	peer, err := FreePort()
-	if err != nil {
-		return "", err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	p, err := StartProcess("etcd", bin, []string{
+func (e *Env) startEtcd(ctx context.Context, bin string) (clientURL string, err error) {
+	_, _, err = StartOnFreePorts(ctx, "etcd", 2, e.opts.pickPort, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
+		clientURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		return e.runEtcd(ctx, bin, attempt, clientURL, fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
+	})
+	return clientURL, err
+}
+
+func (e *Env) runEtcd(ctx context.Context, bin string, attempt int, clientURL, peerURL string) (*Process, error) {
+	p, err := startAttempt("etcd", attempt, bin, []string{
 		"--name=testenv",
-		"--data-dir=" + filepath.Join(e.Dir, "etcd"),
+		"--data-dir=" + filepath.Join(e.Dir, fmt.Sprintf("etcd-%d", attempt)), // a failed attempt may have written its own
 		"--listen-client-urls=" + clientURL,
 		"--advertise-client-urls=" + clientURL,
 		"--listen-peer-urls=" + peerURL,
@@ -260,13 +254,13 @@ func (e *Env) startEtcd(ctx context.Context, bin string) (string, error) {
 		"--log-level=warn",
 	}, nil, e.Dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	e.procs = append(e.procs, p)
+	e.addProc(p)
 	if err := WaitHTTP(ctx, p, nil, clientURL+"/health"); err != nil {
-		return "", fmt.Errorf("etcd did not start: %w", err)
+		return p, fmt.Errorf("etcd did not start: %w", err)
 	}
-	return clientURL, nil
+	return p, nil
 }
 
 func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, creds *credentials) error {
@@ -274,10 +268,13 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, creds *cr
 	if err != nil {
 		return err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return err
-	}
+	_, _, err = StartOnFreePorts(ctx, "kube-apiserver", 1, e.opts.pickPort, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
+		return e.runAPIServer(ctx, bin, attempt, ports[0], etcdURL, keys, creds)
+	})
+	return err
+}
+
+func (e *Env) runAPIServer(ctx context.Context, bin string, attempt, port int, etcdURL string, keys *pki, creds *credentials) (*Process, error) {
 	e.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	e.CA, e.CAFile = keys.CACert, keys.CAFile
 	args := []string{
@@ -302,19 +299,19 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, creds *cr
 		"--v=1",
 	}
 	args = append(args, e.opts.APIServerArgs...)
-	p, err := StartProcess("kube-apiserver", bin, args, nil, e.Dir)
+	p, err := startAttempt("kube-apiserver", attempt, bin, args, nil, e.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	e.procs = append(e.procs, p)
+	e.addProc(p)
 
 	e.Config = e.restConfig(creds.admin)
 	e.Client, err = kubernetes.NewForConfig(e.Config)
 	if err != nil {
-		return fmt.Errorf("building admin client: %w", err)
+		return p, fmt.Errorf("building admin client: %w", err)
 	}
 	if e.Kubeconfig, err = e.writeKubeconfig("admin", creds.admin); err != nil {
-		return err
+		return p, err
 	}
 	// /readyz answers 200 once etcd is reachable and the RBAC bootstrap
 	// policy, priority classes and system namespaces exist.
@@ -326,68 +323,68 @@ func (e *Env) startAPIServer(ctx context.Context, bin, etcdURL string, creds *cr
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube-apiserver did not become ready: %w", err)
+		return p, fmt.Errorf("kube-apiserver did not become ready: %w", err)
 	}
-	return nil
+	return p, nil
 }
 
-func (e *Env) startControllerManager(bin string, creds *credentials) (*Process, string, error) {
+func (e *Env) startControllerManager(ctx context.Context, bin string, creds *credentials) error {
 	kubeconfig, err := e.writeKubeconfig("kube-controller-manager", creds.controllerManager)
 	if err != nil {
-		return nil, "", err
-	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, "", err
+		return err
 	}
 	controllers := e.opts.Controllers
 	if controllers == nil {
 		controllers = DefaultControllers
 	}
-	p, err := StartProcess("kube-controller-manager", bin, []string{
+	return e.startSecure(ctx, "kube-controller-manager", bin, []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", port),
 		"--controllers=" + strings.Join(controllers, ","),
 		"--root-ca-file=" + e.CAFile,
 		"--use-service-account-credentials=false",
 		"--profiling=false",
 		"--v=1",
-	}, nil, e.Dir)
-	if err != nil {
-		return nil, "", err
-	}
-	e.procs = append(e.procs, p)
-	return p, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), nil
+	})
 }
 
-func (e *Env) startScheduler(bin string, creds *credentials) (*Process, string, error) {
+func (e *Env) startScheduler(ctx context.Context, bin string, creds *credentials) error {
 	kubeconfig, err := e.writeKubeconfig("kube-scheduler", creds.scheduler)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, "", err
-	}
-	p, err := StartProcess("kube-scheduler", bin, []string{
+	return e.startSecure(ctx, "kube-scheduler", bin, []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", port),
 		"--profiling=false",
 		"--v=1",
-	}, nil, e.Dir)
-	if err != nil {
-		return nil, "", err
-	}
-	e.procs = append(e.procs, p)
-	return p, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), nil
+	})
+}
+
+// startSecure starts a component that serves /healthz on --secure-port (a
+// free port) and waits until it answers.
+func (e *Env) startSecure(ctx context.Context, name, bin string, args []string) error {
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed component on loopback
+	}}
+	_, _, err := StartOnFreePorts(ctx, name, 1, e.opts.pickPort, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
+		p, err := startAttempt(name, attempt, bin, append(args, fmt.Sprintf("--secure-port=%d", ports[0])), nil, e.Dir)
+		if err != nil {
+			return nil, err
+		}
+		e.addProc(p)
+		if err := WaitHTTP(ctx, p, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0])); err != nil {
+			return p, fmt.Errorf("%s did not start: %w", name, err)
+		}
+		return p, nil
+	})
+	return err
 }
 
 // restConfig returns a client configuration for a bearer token.
@@ -419,8 +416,9 @@ func (e *Env) writeKubeconfig(name, token string) (string, error) {
 // Close stops every component (SIGKILL: the data is thrown away) and removes
 // the directory New created. It is safe to call more than once.
 func (e *Env) Close() {
-	for i := len(e.procs) - 1; i >= 0; i-- {
-		e.procs[i].Kill()
+	procs := e.Processes()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Kill()
 	}
 	if e.ownDir {
 		_ = os.RemoveAll(e.Dir)
@@ -429,13 +427,15 @@ func (e *Env) Close() {
 
 // Processes returns the running components, in start order.
 func (e *Env) Processes() []*Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return append([]*Process(nil), e.procs...)
 }
 
 // DumpLogs writes the last lines of each component's log to w; TestMain
 // calls it when the package's tests failed.
 func (e *Env) DumpLogs(w io.Writer, lines int) {
-	for _, p := range e.procs {
+	for _, p := range e.Processes() {
 		fmt.Fprintf(w, "---- %s log (%s), last %d lines ----\n%s\n", p.Name, p.LogPath, lines, p.Tail(lines))
 	}
 }

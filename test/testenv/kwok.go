@@ -82,6 +82,6 @@ func (e *Env) startKwok(bin string, creds *credentials) error {
 	if err != nil {
 		return err
 	}
-	e.procs = append(e.procs, p)
+	e.addProc(p)
 	return nil
 }

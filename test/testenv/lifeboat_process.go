@@ -24,6 +24,10 @@ type LifeboatOptions struct {
 	Env []string
 	// Dir holds one log file per run (lifeboat-1.log, lifeboat-2.log, ...).
 	Dir string
+
+	// pickPort hands out the --listen port (nil: FreePort); a test takes it
+	// itself to provoke the race StartOnFreePorts survives.
+	pickPort PortPicker
 }
 
 // Lifeboat is the real lifeboat binary run as a process in queue mode: it
@@ -40,12 +44,16 @@ type Lifeboat struct {
 
 // StartLifeboat starts lifeboat and waits until /healthz answers.
 func StartLifeboat(ctx context.Context, o LifeboatOptions) (*Lifeboat, error) {
-	port, err := FreePort()
+	l := &Lifeboat{o: o}
+	_, _, err := StartOnFreePorts(ctx, "lifeboat", 1, o.pickPort, func(ctx context.Context, _ int, ports []int) (*Process, error) {
+		l.mu.Lock()
+		l.runs = nil // an attempt that could not bind is no run
+		l.mu.Unlock()
+		l.port = ports[0]
+		err := l.start(ctx)
+		return l.Process(), err
+	})
 	if err != nil {
-		return nil, err
-	}
-	l := &Lifeboat{o: o, port: port}
-	if err := l.start(ctx); err != nil {
 		return nil, err
 	}
 	return l, nil

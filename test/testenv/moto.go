@@ -49,7 +49,7 @@ func motoCommand() (bin string, args []string, err error) {
 // t's cleanup runs. logDir holds its log.
 func StartMoto(t testing.TB, logDir string) *Moto {
 	t.Helper()
-	m, err := startMoto(logDir)
+	m, err := startMoto(logDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,25 +58,28 @@ func StartMoto(t testing.TB, logDir string) *Moto {
 	return m
 }
 
-func startMoto(logDir string) (*Moto, error) {
+func startMoto(logDir string, pick PortPicker) (*Moto, error) {
 	bin, args, err := motoCommand()
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	p, err := StartProcess("moto", bin, append(args, "-H", "127.0.0.1", "-p", fmt.Sprint(port)), nil, logDir)
-	if err != nil {
-		return nil, err
-	}
-	m := &Moto{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Proc: p}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := WaitHTTP(ctx, p, nil, m.Endpoint+"/moto-api/"); err != nil {
-		p.Stop()
-		return nil, fmt.Errorf("moto_server did not start: %w", err)
+	m := &Moto{}
+	_, _, err = StartOnFreePorts(ctx, "moto", 1, pick, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
+		p, err := startAttempt("moto", attempt, bin, append(args, "-H", "127.0.0.1", "-p", fmt.Sprint(ports[0])), nil, logDir)
+		if err != nil {
+			return nil, err
+		}
+		m.Endpoint, m.Proc = fmt.Sprintf("http://127.0.0.1:%d", ports[0]), p
+		if err := WaitHTTP(ctx, p, nil, m.Endpoint+"/moto-api/"); err != nil {
+			p.Stop()
+			return p, fmt.Errorf("moto_server did not start: %w", err)
+		}
+		return p, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -117,7 +120,7 @@ func SetAWSEnv(t testing.TB) {
 
 // NewMoto starts moto_server outside a test (TestMain); the caller stops
 // m.Proc.
-func NewMoto(logDir string) (*Moto, error) { return startMoto(logDir) }
+func NewMoto(logDir string) (*Moto, error) { return startMoto(logDir, nil) }
 
 // MotoAWSConfig is an AWS SDK configuration with static fake credentials in
 // us-east-1, moto's default region; set BaseEndpoint per client.

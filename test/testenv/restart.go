@@ -33,16 +33,18 @@ func (p *Process) relaunch(logDir string, n int) (*Process, error) {
 // ready. Clients see refused connections meanwhile, then their watches end
 // and are re-established. etcd keeps the data.
 func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	e.mu.Lock()
 	i := -1
 	for j, p := range e.procs {
 		if p.Name == "kube-apiserver" {
-			i = j
+			i = j // the last: the start attempt that succeeded
 		}
 	}
+	e.mu.Unlock()
 	if i < 0 {
 		return fmt.Errorf("restarting kube-apiserver: not running in this Env")
 	}
-	old := e.procs[i]
+	old := e.Processes()[i]
 	old.Kill()
 	select {
 	case <-ctx.Done():
@@ -53,7 +55,9 @@ func (e *Env) RestartAPIServer(ctx context.Context, down time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("restarting kube-apiserver: %w", err)
 	}
+	e.mu.Lock()
 	e.procs[i] = p
+	e.mu.Unlock()
 	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if exited, err := p.Exited(); exited {
 			return false, fmt.Errorf("kube-apiserver exited while restarting (%v); log tail:\n%s", err, p.Tail(30))

@@ -68,7 +68,7 @@ func (e *Env) Namespace(t testing.TB) string {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 		}
 	})
-	dumpOnFailure(t, e.procs...)
+	dumpOnFailure(t, e.Processes()...)
 	if err := e.waitServiceAccount(ctx, ns.Name, "default"); err != nil {
 		t.Fatal(err)
 	}
