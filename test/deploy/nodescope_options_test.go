@@ -33,8 +33,9 @@ type scoped struct {
 }
 
 // newScoped renders the chart in IMDS mode with values, applies its RBAC
-// and its policies, and waits until the API server enforces them.
-func newScoped(ctx context.Context, t *testing.T, values map[string]any) *scoped {
+// and its policies, creates the pod's node (instanceID: "" for a random
+// one) and waits until the API server enforces the policies.
+func newScoped(ctx context.Context, t *testing.T, values map[string]any, instanceID string) *scoped {
 	t.Helper()
 	s := &scoped{ns: kube.Namespace(t), release: strings.ToLower(testenv.UniqueName("ns"))}
 	v := map[string]any{"mode": "imds"}
@@ -57,7 +58,9 @@ func newScoped(ctx context.Context, t *testing.T, values map[string]any) *scoped
 		t.Fatalf("values %v rendered no node-scope policy: %v", values, kinds(s.chart))
 	}
 	applyForTest(t, objs)
-	instanceID := testenv.RandomInstanceID()
+	if instanceID == "" {
+		instanceID = testenv.RandomInstanceID()
+	}
 	s.node = kube.Node(t, testenv.NodeSpec{InstanceID: instanceID}).Name
 	sa := s.chart.one(t, "ServiceAccount").GetName()
 	pod, err := kube.Client.CoreV1().Pods(s.ns).Create(ctx, &corev1.Pod{
@@ -180,7 +183,7 @@ func TestNodeScopePolicyFollowsOptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newScoped(ctx, t, tc.values)
+			s := newScoped(ctx, t, tc.values, "")
 			policy := "'" + s.release + "-lifeboat-own-node'"
 			for _, w := range tc.writes {
 				err := updateNodeAs(ctx, s.lb, s.node, false, w.change)

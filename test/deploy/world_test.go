@@ -150,13 +150,18 @@ func (w *world) kubeconfig(server string, ca []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return writeKubeconfig(w.t, server, ca, sa, tok)
+}
+
+// writeKubeconfig writes a kubeconfig for user, authenticated by token.
+func writeKubeconfig(t *testing.T, server string, ca []byte, sa, tok string) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cluster := &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.Clusters["testenv"] = cluster
 	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tok}
 	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: sa}
 	cfg.CurrentContext = "testenv"
-	path := filepath.Join(w.t.TempDir(), "kubeconfig")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", err
 	}
@@ -170,6 +175,8 @@ type lifeboatOptions struct {
 	kubeconfig string
 	endpoints  string   // --aws-endpoint, queue mode
 	extra      []string // appended flags (later flags win)
+	bin        string   // the binary; empty: lifeboat
+	listen     string   // --listen; empty: a free port of 127.0.0.1
 }
 
 // startLifeboat runs the real binary as the chart's container would run:
@@ -177,11 +184,15 @@ type lifeboatOptions struct {
 // resolved for a pod named o.name in the release namespace.
 func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 	c := w.container()
-	port, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
+	listen := o.listen
+	if listen == "" {
+		port, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		listen = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig, fmt.Sprintf("--listen=127.0.0.1:%d", port))
+	args := append(append([]string(nil), c.Args...), "--kubeconfig="+o.kubeconfig, "--listen="+listen)
 	if o.endpoints != "" {
 		args = append(args, "--aws-endpoint="+o.endpoints)
 	}
@@ -201,11 +212,15 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 			return nil, fmt.Errorf("env %s: no downward API value in this test for %+v", e.Name, e.ValueFrom)
 		}
 	}
-	p, err := startProc(w.t, o.name, lifeboatBin, args, env)
+	bin := lifeboatBin
+	if o.bin != "" {
+		bin = o.bin
+	}
+	p, err := startProc(w.t, o.name, bin, args, env)
 	if err != nil {
 		return nil, err
 	}
-	p.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	p.healthURL = "http://" + listen + "/healthz"
 	client := &http.Client{Timeout: time.Second}
 	err = eventually(w.ctx, 20*time.Second, o.name+" serving /healthz", func() (bool, error) {
 		if done, err := p.exited(); done {
