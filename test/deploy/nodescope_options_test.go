@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +67,11 @@ func newScoped(ctx context.Context, t *testing.T, values map[string]any, instanc
 	pod, err := kube.Client.CoreV1().Pods(s.ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: s.release + "-ds"},
 		Spec: corev1.PodSpec{NodeName: s.node, ServiceAccountName: sa, TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{Name: "lifeboat", Image: testenv.PauseImage}}},
+			// The DaemonSet's tolerations (every taint, by default): with
+			// --taint-effect NoExecute, lifeboat's own taint must not evict
+			// the pod its token is bound to.
+			Tolerations: into[appsv1.DaemonSet](t, s.chart.one(t, "DaemonSet")).Spec.Template.Spec.Tolerations,
+			Containers:  []corev1.Container{{Name: "lifeboat", Image: testenv.PauseImage}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
