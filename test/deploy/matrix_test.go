@@ -205,10 +205,12 @@ func binaryOf(t *testing.T, c corev1.Container) string {
 // only, set in the other, must stop lifeboat at start with an error naming
 // the option and the mode.
 func TestOptionsMatrix(t *testing.T) {
+	// The cases run in parallel, after this function returns: what they
+	// share ends in t's cleanup, once they are done.
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	defer hook.Close()
+	t.Cleanup(hook.Close)
 	cfg := testenv.MotoAWSConfig()
 	sq := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) })
 	q, err := sq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName("matrix"))})
