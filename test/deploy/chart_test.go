@@ -395,6 +395,8 @@ func TestChartRefuses(t *testing.T) {
 		{"a node-write option in extraArgs, two words", map[string]any{"mode": "imds", "extraArgs": []any{"-taint-effect", "NoExecute"}}, "extraArgs sets --taint-effect"},
 		{"a node-write NTH variable in extraEnv under the own-node policy", map[string]any{"mode": "imds", "extraEnv": []any{map[string]any{"name": "TAINT_EFFECT", "value": "NoExecute"}}},
 			"extraEnv sets TAINT_EFFECT: with rbac.nodeScoped the own-node policy is rendered from the value taintEffect"},
+		{"the Lease's name in extraArgs", map[string]any{"queueURL": exampleQueue, "extraArgs": []any{"--lease-name=other"}},
+			"extraArgs sets --lease-name=other: the chart's Role grants only the Lease leaderElection.leaseName"},
 		{"surge on the host network", map[string]any{"mode": "imds", "updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}},
 			"updateStrategy.rollingUpdate.maxSurge=1 with useHostNetwork"},
 		{"surge in percent on the host network", map[string]any{"mode": "imds", "updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxSurge": "10%"}}},

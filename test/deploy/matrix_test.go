@@ -130,6 +130,7 @@ var chartValueOf = map[string]string{
 	"exclude-from-load-balancers": "excludeFromLoadBalancers",
 	"out-of-service-taint":        "enableOutOfServiceTaint",
 	"imds-complete-lifecycle":     "imdsCompleteLifecycle",
+	"lease-name":                  "leaderElection.leaseName",
 }
 
 func writeFile(dir, name, content string) string {
@@ -269,13 +270,17 @@ func TestOptionsMatrix(t *testing.T) {
 // when it has one, else extraArgs.
 func caseValues(o documentedOption, value string, values map[string]any) {
 	if v, ok := chartValueOf[o.flag]; ok {
+		var x any = value
 		switch value {
 		case "true":
-			values[v] = true
+			x = true
 		case "false":
-			values[v] = false
-		default:
-			values[v] = value
+			x = false
+		}
+		if top, sub, nested := strings.Cut(v, "."); nested {
+			values[top] = map[string]any{sub: x}
+		} else {
+			values[v] = x
 		}
 		return
 	}

@@ -56,7 +56,7 @@ contradiction between the two is an error, never a guess. */}}
 
 {{/* The lease holding leadership: its name is also a resourceName of the Role. */}}
 {{- define "lifeboat.leaseName" -}}
-{{- include "lifeboat.fullname" . -}}
+{{- default (include "lifeboat.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
 {{- define "lifeboat.image" -}}
@@ -161,6 +161,16 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "node-selector" .Values.nodeScope) }}
 {{- include "lifeboat.flag" (list "karpenter-nodes" .Values.karpenterNodes) }}
 {{- include "lifeboat.flag" (list "volume-detach-timeout" .Values.volumeDetachTimeout) }}
+{{- range .Values.extraArgs }}
+{{- if and (regexMatch "^--?lease-(name|namespace)(=|$)" (toString .)) (not (regexMatch (printf "^--?lease-namespace=%s$" (regexQuoteMeta $.Release.Namespace)) (toString .))) }}
+{{- fail (printf "extraArgs sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" (toString .)) }}
+{{- end }}
+{{- end }}
+{{- range $e := .Values.extraEnv }}
+{{- if or (eq (toString $e.name) "LIFEBOAT_LEASE_NAME") (and (eq (toString $e.name) "LIFEBOAT_LEASE_NAMESPACE") (ne (toString $e.value) $.Release.Namespace)) }}
+{{- fail (printf "extraEnv sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" $e.name) }}
+{{- end }}
+{{- end }}
 {{- include "lifeboat.flag" (list "leader-elect" .Values.leaderElection.enabled) }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}
