@@ -434,11 +434,16 @@ func refusedAtStart(t *testing.T, o documentedOption, mode, queueURL string) {
 	if !strings.Contains(string(out), "--"+o.flag) || !strings.Contains(string(out), mode) {
 		t.Errorf("lifeboat %s: %v\n%s\nwant an error naming --%s and mode %s", strings.Join(args, " "), err, out, o.flag, mode)
 	} else {
-		t.Logf("refused: %s", lastLine(string(out)))
+		t.Logf("refused: %s", lineWith(string(out), "--"+o.flag))
 	}
 }
 
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+// lineWith returns the first line of s that contains sub.
+func lineWith(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }
