@@ -19,6 +19,8 @@ type option struct {
 	def     string
 	bind    binder
 	tokenOp bool // needs a lifecycle action token: refused in IMDS mode
+	// why, when set, says why the option is refused outside its modes.
+	why string
 }
 
 // A binder defines one flag on fs, bound to a field of c, with its default
@@ -164,7 +166,8 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.TaintEffect })},
 	{name: "exclude-from-load-balancers", def: "false", usage: "label cordoned nodes node.kubernetes.io/exclude-from-external-load-balancers (removed again on uncordon, if lifeboat added it)",
 		bind: boolOpt(func(c *Config) *bool { return &c.ExcludeFromLB })},
-	{name: "out-of-service-taint", def: "false", usage: "after a node's drain, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (pods left are deleted and their volumes detached at once)",
+	{name: "out-of-service-taint", modes: []Mode{ModeQueue}, def: "false",
+		why: "the taint tells Kubernetes the node has shut down, and a pod on the dying instance cannot confirm its own shutdown; use queue mode", usage: "after a node's drain, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (pods left are deleted and their volumes detached at once)",
 		bind: boolOpt(func(c *Config) *bool { return &c.OutOfServiceTaint })},
 	{name: "complete-lifecycle", modes: []Mode{ModeQueue}, def: "true", tokenOp: true, usage: "heartbeat and complete Auto Scaling lifecycle actions",
 		bind: boolOpt(func(c *Config) *bool { return &c.CompleteLifecycle })},

@@ -27,6 +27,10 @@ func (c *Config) validate(set map[string]bool) []error {
 			errs = append(errs, fmt.Errorf("--%s is not supported in imds mode: instance metadata gives no lifecycle action token, so lifeboat cannot heartbeat or complete the action (use queue mode)", o.name))
 			continue
 		}
+		if o.why != "" {
+			errs = append(errs, fmt.Errorf("--%s is refused with --mode %s: %s", o.name, c.Mode, o.why))
+			continue
+		}
 		errs = append(errs, fmt.Errorf("--%s is not supported in %s mode (only in %s mode)", o.name, c.Mode, joinModes(o.modes)))
 	}
 	if c.Mode == ModeQueue {

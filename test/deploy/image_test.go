@@ -198,7 +198,13 @@ func dockerGoBuild(output string, args map[string]string) ([]string, error) {
 // buildWithDockerfile runs the Dockerfile's go build line (for the host's
 // platform) in the repository, with the output in dir.
 func buildWithDockerfile(dir, version string) (string, error) {
-	words, err := dockerGoBuild("/out/lifeboat", map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH, "VERSION": version})
+	return buildOutputWithDockerfile(dir, version, "/out/lifeboat")
+}
+
+// buildOutputWithDockerfile runs the Dockerfile's go build line of output
+// (/out/lifeboat or /out/lifeboat-imds), with the binary in dir.
+func buildOutputWithDockerfile(dir, version, output string) (string, error) {
+	words, err := dockerGoBuild(output, map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH, "VERSION": version})
 	if err != nil {
 		return "", err
 	}
@@ -206,7 +212,7 @@ func buildWithDockerfile(dir, version string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "lifeboat")
+	bin := filepath.Join(dir, filepath.Base(output))
 	args := []string{"build"}
 	if b.Trimpath {
 		args = append(args, "-trimpath")

@@ -86,7 +86,10 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting the Auto Scaling simulator:", err)
 		return 1
 	}
-	if err := sim.Start(ctx, "127.0.0.1:0"); err != nil {
+	// The simulator serves until sim.Close: Start's context bounds its
+	// whole life, and ctx (the testbed's start-up) ends after two minutes,
+	// well before the package's last test.
+	if err := sim.Start(context.Background(), "127.0.0.1:0"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -150,13 +150,18 @@ func (w *world) kubeconfig(server string, ca []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return writeKubeconfig(w.t, server, ca, sa, tok)
+}
+
+// writeKubeconfig writes a kubeconfig for user, authenticated by token.
+func writeKubeconfig(t *testing.T, server string, ca []byte, sa, tok string) (string, error) {
 	cfg := clientcmdapi.NewConfig()
 	cluster := &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
 	cfg.Clusters["testenv"] = cluster
 	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tok}
 	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: sa}
 	cfg.CurrentContext = "testenv"
-	path := filepath.Join(w.t.TempDir(), "kubeconfig")
+	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", err
 	}
@@ -170,6 +175,8 @@ type lifeboatOptions struct {
 	kubeconfig string
 	endpoints  string   // --aws-endpoint, queue mode
 	extra      []string // appended flags (later flags win)
+	bin        string   // the binary; empty: lifeboat
+	listen     string   // --listen; empty: a free port of 127.0.0.1
 }
 
 // startLifeboat runs the real binary as the chart's container would run:
@@ -197,6 +204,13 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 			return nil, fmt.Errorf("env %s: no downward API value in this test for %+v", e.Name, e.ValueFrom)
 		}
 	}
+	bin := lifeboatBin
+	if o.bin != "" {
+		bin = o.bin
+	}
+	if o.listen != "" {
+		return w.startServing(o.name, bin, append(args, "--listen="+o.listen), env, o.listen)
+	}
 	// --listen gets a free port; if another process binds it before
 	// lifeboat does, lifeboat exits and starts again on another (issue 22).
 	for attempt := 1; ; attempt++ {
@@ -204,7 +218,8 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		p, err := w.startServing(o.name, append(args, fmt.Sprintf("--listen=127.0.0.1:%d", port)), env, port)
+		listen := fmt.Sprintf("127.0.0.1:%d", port)
+		p, err := w.startServing(o.name, bin, append(args, "--listen="+listen), env, listen)
 		if err != nil && attempt < 5 && p != nil && testenv.PortTakenIn(p.log()) {
 			continue
 		}
@@ -212,14 +227,14 @@ func (w *world) startLifeboat(o lifeboatOptions) (*proc, error) {
 	}
 }
 
-// startServing starts lifeboat with args and waits until it serves
-// /healthz on port; on error it returns the process too.
-func (w *world) startServing(name string, args, env []string, port int) (*proc, error) {
-	p, err := startProc(w.t, name, lifeboatBin, args, env)
+// startServing starts bin with args and waits until it serves /healthz
+// on listen; on error it returns the process too.
+func (w *world) startServing(name, bin string, args, env []string, listen string) (*proc, error) {
+	p, err := startProc(w.t, name, bin, args, env)
 	if err != nil {
 		return nil, err
 	}
-	p.healthURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+	p.healthURL = "http://" + listen + "/healthz"
 	client := &http.Client{Timeout: time.Second}
 	err = eventually(w.ctx, 20*time.Second, name+" serving /healthz", func() (bool, error) {
 		if done, err := p.exited(); done {

@@ -56,7 +56,7 @@ contradiction between the two is an error, never a guess. */}}
 
 {{/* The lease holding leadership: its name is also a resourceName of the Role. */}}
 {{- define "lifeboat.leaseName" -}}
-{{- include "lifeboat.fullname" . -}}
+{{- default (include "lifeboat.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
 {{- define "lifeboat.image" -}}
@@ -124,6 +124,7 @@ refuses the others). */}}
 {{- $logFormat = $nth }}
 {{- end }}
 {{- include "lifeboat.flag" (list "log-format" $logFormat) }}
+{{- include "lifeboat.nodeWriteSettings" . }}
 {{- if eq $mode "queue" }}
 {{- if .Values.imdsCompleteLifecycle }}
 {{- fail "imdsCompleteLifecycle applies only in imds mode (mode is queue): queue mode completes lifecycle actions with completeLifecycle" }}
@@ -160,6 +161,16 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "node-selector" .Values.nodeScope) }}
 {{- include "lifeboat.flag" (list "karpenter-nodes" .Values.karpenterNodes) }}
 {{- include "lifeboat.flag" (list "volume-detach-timeout" .Values.volumeDetachTimeout) }}
+{{- range .Values.extraArgs }}
+{{- if and (regexMatch "^--?lease-(name|namespace)(=|$)" (toString .)) (not (regexMatch (printf "^--?lease-namespace=%s$" (regexQuoteMeta $.Release.Namespace)) (toString .))) }}
+{{- fail (printf "extraArgs sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" (toString .)) }}
+{{- end }}
+{{- end }}
+{{- range $e := .Values.extraEnv }}
+{{- if or (eq (toString $e.name) "LIFEBOAT_LEASE_NAME") (and (eq (toString $e.name) "LIFEBOAT_LEASE_NAMESPACE") (ne (toString $e.value) $.Release.Namespace)) }}
+{{- fail (printf "extraEnv sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" $e.name) }}
+{{- end }}
+{{- end }}
 {{- include "lifeboat.flag" (list "leader-elect" .Values.leaderElection.enabled) }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}
@@ -347,6 +358,50 @@ imdsCompleteLifecycle the default command gives way to the entrypoint. */}}
 {{- if and (eq (include "lifeboat.mode" .) "imds") $cmd }}
 {{- if not (and .Values.imdsCompleteLifecycle (eq (base (first $cmd)) "lifeboat-imds")) }}
 {{- toJson $cmd }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The options that decide what lifeboat writes on a node besides
+cordon, lifeboat.io/ taints and annotations: chart values, because the
+own-node policy (nodescope.yaml) is rendered from them. */}}
+{{- define "lifeboat.nodeWriteSettings" -}}
+{{- include "lifeboat.flag" (list "taint-effect" .Values.taintEffect) }}
+{{- if .Values.excludeFromLoadBalancers }}
+{{- include "lifeboat.flag" (list "exclude-from-load-balancers" true) }}
+{{- end }}
+{{- if .Values.enableOutOfServiceTaint }}
+{{- if eq (include "lifeboat.mode" .) "imds" }}
+{{- fail "enableOutOfServiceTaint (--out-of-service-taint) is refused with mode=imds (--mode imds): the taint says the node is shut down, and a pod on the dying instance cannot confirm that; use mode=queue" }}
+{{- end }}
+{{- include "lifeboat.flag" (list "out-of-service-taint" true) }}
+{{- end }}
+{{- end -}}
+
+{{/* The effect of lifeboat's taints: taintEffect, or lifeboat's default
+(--taint-effect, NoSchedule; TestOptionsMatrix holds the two equal). */}}
+{{- define "lifeboat.taintEffect" -}}
+{{- default "NoSchedule" .Values.taintEffect -}}
+{{- end -}}
+
+{{/* With the own-node policy, the options it is rendered from may be set
+only through their values: set in extraArgs or extraEnv (or through an
+aws-node-termination-handler variable), lifeboat would write what the
+policy refuses, and retry for ever. */}}
+{{- define "lifeboat.nodeWriteArgsRefused" -}}
+{{- $values := dict "taint-effect" "taintEffect" "exclude-from-load-balancers" "excludeFromLoadBalancers" "out-of-service-taint" "enableOutOfServiceTaint" }}
+{{- $env := dict "TAINT_EFFECT" "taintEffect" "EXCLUDE_FROM_LOAD_BALANCERS" "excludeFromLoadBalancers" "ENABLE_OUT_OF_SERVICE_TAINT" "enableOutOfServiceTaint" }}
+{{- range $flag, $value := $values }}
+{{- $_ := set $env (printf "LIFEBOAT_%s" ($flag | replace "-" "_" | upper)) $value }}
+{{- range $.Values.extraArgs }}
+{{- if regexMatch (printf "^--?%s(=|$)" $flag) (toString .) }}
+{{- fail (printf "extraArgs sets --%s: with rbac.nodeScoped the own-node policy is rendered from the value %s; set %s instead" $flag $value $value) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $e := $.Values.extraEnv }}
+{{- with get $env (toString $e.name) }}
+{{- fail (printf "extraEnv sets %s: with rbac.nodeScoped the own-node policy is rendered from the value %s; set %s instead" $e.name . .) }}
 {{- end }}
 {{- end }}
 {{- end -}}
