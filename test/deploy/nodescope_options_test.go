@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -94,25 +93,11 @@ func newScoped(ctx context.Context, t *testing.T, values map[string]any, instanc
 	return s
 }
 
-// updateNodeAs reads, changes and updates a node with client c, again
-// after a conflict; dryRun runs admission and stores nothing.
+// updateNodeAs changes a node with client c as lifeboat writes one (a
+// merge patch of what changed, version-checked: testenv.PatchNode); dryRun
+// runs admission and stores nothing.
 func updateNodeAs(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node)) error {
-	opts := metav1.UpdateOptions{}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		change(n)
-		_, err = c.CoreV1().Nodes().Update(ctx, n, opts)
-		return err
-	})
+	return testenv.PatchNode(ctx, c, name, dryRun, change)
 }
 
 // cordonAsLifeboat is lifeboat's cordon of a Spot interruption: one update

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 // The writes a node's pod may attempt with its own token, for the tests of
@@ -139,7 +141,16 @@ func DeletePod(ctx context.Context, c kubernetes.Interface, namespace, name stri
 // updateNode reads, changes and updates a node, again after a conflict
 // (kwok and the kubelet write nodes too), as lifeboat does.
 func updateNode(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node)) error {
-	opts := metav1.UpdateOptions{}
+	return PatchNode(ctx, c, name, dryRun, change)
+}
+
+// PatchNode changes a node as lifeboat writes one: it reads the node, applies
+// change and sends only what changed as a JSON merge patch with the read's
+// resourceVersion as precondition, again after a conflict. (lifeboat holds
+// no nodes update verb: internal/drain's node writes are such patches.)
+// dryRun runs admission and stores nothing.
+func PatchNode(ctx context.Context, c kubernetes.Interface, name string, dryRun bool, change func(*corev1.Node)) error {
+	opts := metav1.PatchOptions{}
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
@@ -148,8 +159,38 @@ func updateNode(ctx context.Context, c kubernetes.Interface, name string, dryRun
 		if err != nil {
 			return err
 		}
-		change(n)
-		_, err = c.CoreV1().Nodes().Update(ctx, n, opts)
+		orig, err := json.Marshal(n)
+		if err != nil {
+			return err
+		}
+		m := n.DeepCopy()
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		change(m)
+		modified, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		diff, err := jsonpatch.CreateMergePatch(orig, modified)
+		if err != nil {
+			return err
+		}
+		var p map[string]any
+		if err := json.Unmarshal(diff, &p); err != nil {
+			return err
+		}
+		meta, _ := p["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			p["metadata"] = meta
+		}
+		meta["resourceVersion"] = n.ResourceVersion
+		patch, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = c.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, opts)
 		return err
 	})
 }
