@@ -147,6 +147,23 @@ func (c *Client) Get(ctx context.Context, path string) ([]byte, error) {
 	return nil, err
 }
 
+// GetWithoutToken reads path once without a session token (IMDSv1),
+// whatever allowV1 says: `lifeboat check` asks it after a token failure
+// to tell the hop limit (the token's answer dies one hop short of a pod
+// while GETs still answer) from an outage.
+func (c *Client) GetWithoutToken(ctx context.Context, path string) ([]byte, error) {
+	if c.badURL != nil {
+		return nil, c.badURL
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	code, body, _, err := c.do(ctx, http.MethodGet, metadataPrefix+path, "", "")
+	if err == nil && code != http.StatusOK {
+		err = &HTTPError{path, code}
+	}
+	return body, err
+}
+
 // getOnce is one attempt; retry says whether another may succeed.
 func (c *Client) getOnce(ctx context.Context, path string) (body []byte, retry bool, err error) {
 	token, err := c.sessionToken(ctx)
