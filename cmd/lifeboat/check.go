@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -19,6 +18,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/check"
 	"lifeboat.dev/lifeboat/internal/config"
+	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
 const checkHeader = `usage: lifeboat check [--output table|json] [--timeout 1m] [run flags]
@@ -70,9 +70,19 @@ func checkCommand(ctx context.Context, args []string, getenv func(string) string
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	// The metadata endpoint as run resolves it; run refuses to start
+	// where this fails, check reports it.
+	cfg, imdsErr := resolveIMDSEndpoint(cfg, getenv)
 	clients, err := checkClients(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Mode == config.ModeIMDS {
+		clients.IMDSErr = imdsErr
+		if imdsErr == nil {
+			// The client run uses (imdsflow).
+			clients.IMDS = imdssrc.NewClient(cfg.IMDSEndpoint, cfg.IMDSAllowV1)
+		}
 	}
 	report := check.Run(ctx, cfg, clients)
 	if output == "json" {
@@ -92,7 +102,7 @@ func checkCommand(ctx context.Context, args []string, getenv func(string) string
 // checkClients builds the clients `lifeboat run` would use, with the same
 // credentials chain, region and endpoints.
 func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error) {
-	c := check.Clients{IMDS: &http.Client{Timeout: 3 * time.Second}}
+	var c check.Clients
 	rc, err := restConfig(cfg, "lifeboat-check/"+version)
 	if err == nil {
 		rc.Timeout = 10 * time.Second // a doctor answers quickly

@@ -45,6 +45,9 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err := buildRefuses(cfg); err != nil {
 		return err
 	}
+	if cfg, err = resolveIMDSEndpoint(cfg, getenv); err != nil {
+		return usageError{err, "lifeboat run --help"}
+	}
 	log := newLogger(cfg, stderr)
 	log.Info("starting", "version", version, "mode", cfg.Mode, "dryRun", cfg.DryRun)
 	for _, w := range cfg.Warnings {

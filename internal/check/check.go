@@ -17,13 +17,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
 // Status is the outcome of one check.
@@ -115,8 +115,10 @@ type Clients struct {
 	KubeErr     error
 	// KubeHost is shown in the Kubernetes result.
 	KubeHost string
-	// IMDS is the HTTP client for instance metadata (IMDS mode).
-	IMDS *http.Client
+	// IMDS is the metadata client `lifeboat run` would use (IMDS mode);
+	// IMDSErr explains a nil IMDS (no endpoint could be resolved).
+	IMDS    *imdssrc.Client
+	IMDSErr error
 }
 
 // Run runs every check that applies to cfg's mode and returns the report.

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -27,6 +26,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/check/pattern"
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/route"
+	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
 // TestSamplesMatchTemplate: every embedded sample loads, and the rules of
@@ -483,7 +483,7 @@ func TestIMDS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := Run(context.Background(), cfg, Clients{IMDS: &http.Client{Timeout: 2 * time.Second}})
+			r := Run(context.Background(), cfg, Clients{IMDS: imdssrc.NewClient(cfg.IMDSEndpoint, cfg.IMDSAllowV1)})
 			res := result(t, r, "imds")
 			if res.Status != tt.status || !strings.Contains(res.Found, tt.want) {
 				t.Errorf("imds = %s %q; want %s containing %q", res.Status, res.Found, tt.status, tt.want)

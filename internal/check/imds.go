@@ -2,111 +2,69 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"lifeboat.dev/lifeboat/internal/nodes"
+	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
-
-// DefaultIMDSEndpoint is where EC2 serves instance metadata.
-const DefaultIMDSEndpoint = "http://169.254.169.254"
 
 const hopLimitFix = "run the DaemonSet on the host network (the chart's default, useHostNetwork=true; hostNetwork: true in the pod spec) " +
 	"and keep the hop limit at 1: a pod on the pod network is one hop further and never gets the token. Raising the hop limit to 2 " +
 	"would hand the instance role's credentials to every pod on the node (docs/install.md#imds-mode)"
 
-// imds checks that an IMDSv2 session token can be obtained from the pod
-// and the instance ID read with it. A token PUT that fails while metadata
-// still answers GETs is the hop limit of 1 (the PUT's answer dies one hop
-// short of a pod).
+// imds reads the instance ID through the metadata client `lifeboat run`
+// uses, at the endpoint it resolves, so that check says OK exactly when
+// run's reads succeed and otherwise reports run's error. After a token
+// failure it reads once without a token to tell the hop limit (the
+// token's answer dies one hop short of a pod while GETs still answer)
+// from an outage.
 func (r *run) imds(ctx context.Context) {
-	endpoint := strings.TrimRight(r.cfg.IMDSEndpoint, "/")
-	if endpoint == "" {
-		endpoint = DefaultIMDSEndpoint
+	if r.c.IMDSErr != nil {
+		r.add("imds", Fail, fmt.Sprintf("no instance metadata endpoint: %v", r.c.IMDSErr),
+			"leave --imds-endpoint, AWS_EC2_METADATA_SERVICE_ENDPOINT and AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE unset on EC2, or set the mode to IPv4 or IPv6 (docs/imds.md)")
+		return
 	}
 	client := r.c.IMDS
 	if client == nil {
-		client = http.DefaultClient
+		r.add("imds", Fail, "no instance metadata client", "")
+		return
 	}
-	token, putErr := imdsToken(ctx, client, endpoint)
-	if putErr == nil {
-		id, status, err := imdsGet(ctx, client, endpoint, "/latest/meta-data/instance-id", token)
-		if err != nil || status != http.StatusOK {
-			r.add("imds", Fail, fmt.Sprintf("IMDSv2 token obtained at %s, but reading the instance ID failed: %s", endpoint, describe(status, err)),
-				"check the instance's metadata options (aws ec2 describe-instances --query 'Reservations[].Instances[].MetadataOptions')")
-			return
-		}
+	endpoint := client.Endpoint()
+	body, err := client.Get(ctx, imdssrc.PathInstanceID)
+	id := strings.TrimSpace(string(body))
+	switch {
+	case err == nil && client.ReadWithoutToken():
+		r.imdsID = id
+		r.add("imds", Warn, fmt.Sprintf("no IMDSv2 token at %s, read with IMDSv1 (--imds-allow-v1): instance %s; the PUT response hop limit is probably 1", endpoint, id), hopLimitFix)
+		return
+	case err == nil:
 		r.imdsID = id
 		r.add("imds", OK, fmt.Sprintf("IMDSv2 token obtained at %s; this is instance %s", endpoint, id), "")
 		return
 	}
-	id, status, getErr := imdsGet(ctx, client, endpoint, "/latest/meta-data/instance-id", "")
+	var terr *imdssrc.TokenError
+	if !errors.As(err, &terr) {
+		r.add("imds", Fail, fmt.Sprintf("reading the instance ID at %s failed: %v", endpoint, err),
+			"check the instance's metadata options (aws ec2 describe-instances --query 'Reservations[].Instances[].MetadataOptions')")
+		return
+	}
+	v1, v1Err := client.GetWithoutToken(ctx, imdssrc.PathInstanceID)
+	var status interface{ HTTPStatusCode() int }
 	switch {
-	case getErr == nil && status == http.StatusOK:
-		r.imdsID = id
-		st := Fail
-		if r.cfg.IMDSAllowV1 {
-			st = Warn
-		}
-		r.add("imds", st, fmt.Sprintf("the IMDSv2 token request to %s failed (%v) but IMDSv1 answers (instance %s): the PUT response hop limit is probably 1", endpoint, putErr, id), hopLimitFix)
-	case getErr == nil && status == http.StatusUnauthorized:
-		r.add("imds", Fail, fmt.Sprintf("the IMDSv2 token request to %s failed (%v) while metadata answers 401 (tokens required): the PUT response hop limit is probably 1", endpoint, putErr), hopLimitFix)
+	case v1Err == nil:
+		r.imdsID = strings.TrimSpace(string(v1))
+		r.add("imds", Fail, fmt.Sprintf("at %s: %v, but IMDSv1 answers (instance %s): the PUT response hop limit is probably 1", endpoint, err, r.imdsID), hopLimitFix)
+	case errors.As(v1Err, &status) && status.HTTPStatusCode() == http.StatusUnauthorized:
+		r.add("imds", Fail, fmt.Sprintf("at %s: %v, while metadata answers 401 (tokens required): the PUT response hop limit is probably 1", endpoint, err), hopLimitFix)
 	default:
-		r.add("imds", Fail, fmt.Sprintf("instance metadata is unreachable at %s: token request: %v; GET: %s", endpoint, putErr, describe(status, getErr)),
-			"run on an EC2 instance with the metadata endpoint enabled (--http-endpoint enabled) and let the pod reach 169.254.169.254 (network policies, proxies); --imds-endpoint overrides the address")
+		r.add("imds", Fail, fmt.Sprintf("instance metadata is unreachable at %s: %v (without a token: %v)", endpoint, err, v1Err),
+			"run on an EC2 instance with the metadata endpoint enabled (--http-endpoint enabled) and let the pod reach 169.254.169.254 (network policies); --imds-endpoint overrides the address")
 	}
-}
-
-func describe(status int, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return fmt.Sprintf("HTTP %d", status)
-}
-
-func imdsToken(ctx context.Context, c *http.Client, endpoint string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, endpoint+"/latest/api/token", nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "60")
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK || len(b) == 0 {
-		return "", fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return string(b), nil
-}
-
-func imdsGet(ctx context.Context, c *http.Client, endpoint, path, token string) (string, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+path, nil)
-	if err != nil {
-		return "", 0, err
-	}
-	if token != "" {
-		req.Header.Set("X-aws-ec2-metadata-token", token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if err != nil {
-		return "", resp.StatusCode, err
-	}
-	return strings.TrimSpace(string(b)), resp.StatusCode, nil
 }
 
 // imdsNode checks that --node-name is a node, and the node of this instance.

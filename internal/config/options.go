@@ -138,7 +138,7 @@ var options = []option{
 		bind: typedOpt(func(c *Config) *KarpenterNodes { return &c.KarpenterNodes })},
 	{name: "managed-tag", modes: []Mode{ModeQueue}, usage: "act only on nodes whose EC2 instance carries this tag key (any value); events of other nodes follow --unknown-instance; empty means every node of this cluster",
 		bind: strOpt(func(c *Config) *string { return &c.ManagedTag })},
-	{name: "imds-endpoint", modes: []Mode{ModeIMDS}, usage: "instance metadata endpoint; empty means the SDK default (http://169.254.169.254)",
+	{name: "imds-endpoint", modes: []Mode{ModeIMDS}, usage: "instance metadata endpoint; empty means the SDK's: AWS_EC2_METADATA_SERVICE_ENDPOINT, else by AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE http://169.254.169.254 (IPv4, the default) or http://[fd00:ec2::254] (IPv6)",
 		bind: strOpt(func(c *Config) *string { return &c.IMDSEndpoint })},
 	{name: "imds-poll-interval", modes: []Mode{ModeIMDS}, def: "1s", usage: "how often instance metadata is read",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.IMDSPoll })},

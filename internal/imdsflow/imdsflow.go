@@ -29,7 +29,7 @@ import (
 type Options struct {
 	// NodeName is the node lifeboat runs on.
 	NodeName string
-	// Endpoint is the metadata service ("": AWS_EC2_METADATA_SERVICE_ENDPOINT, else 169.254.169.254); AllowV1
+	// Endpoint is the metadata service (imds.ResolveEndpoint; "": the IPv4 default); AllowV1
 	// falls back to IMDSv1 when no token can be obtained.
 	Endpoint string
 	AllowV1  bool

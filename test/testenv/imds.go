@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,8 +98,10 @@ type IMDS struct {
 	URL string
 
 	bin    string
+	host   string // the address it listens on: 127.0.0.1, or in ns
 	port   int
 	logDir string
+	ns     *Netns // nil: the host's network
 
 	mu   sync.Mutex
 	proc *Process
@@ -131,7 +135,7 @@ func NewIMDS(ctx context.Context, logDir string, opts IMDSOptions) (*IMDS, error
 	if err != nil {
 		return nil, err
 	}
-	m := &IMDS{bin: bin, logDir: logDir}
+	m := &IMDS{bin: bin, host: "127.0.0.1", logDir: logDir}
 	_, _, err = StartOnFreePorts(ctx, "ec2-metadata-mock", 1, opts.pickPort, func(ctx context.Context, _ int, ports []int) (*Process, error) {
 		m.URL, m.port = fmt.Sprintf("http://127.0.0.1:%d", ports[0]), ports[0]
 		err := m.start(ctx, opts)
@@ -141,6 +145,31 @@ func NewIMDS(ctx context.Context, logDir string, opts IMDSOptions) (*IMDS, error
 		return nil, err
 	}
 	return m, nil
+}
+
+// StartIMDSIn starts the metadata mock inside ns, listening on host:port
+// there (169.254.169.254:80: the address lifeboat reads with no endpoint
+// set), for t, as StartIMDS does. URL is that address, reachable only from
+// inside ns.
+func StartIMDSIn(t testing.TB, ns *Netns, host string, port int, opts IMDSOptions) *IMDS {
+	t.Helper()
+	bin, err := BinPath("ec2-metadata-mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := &IMDS{URL: "http://" + net.JoinHostPort(host, strconv.Itoa(port)), bin: bin, host: host, port: port, logDir: t.TempDir(), ns: ns}
+	t.Cleanup(func() {
+		if p := m.Proc(); p != nil && t.Failed() {
+			fmt.Fprintf(failureLog(t), "---- %s log (%s), last 40 lines ----\n%s\n", p.Name, p.LogPath, p.Tail(40))
+		}
+		m.Close()
+	})
+	if err := m.start(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // Restart replaces the running mock with one configured by opts, on the
@@ -188,18 +217,26 @@ func (m *IMDS) start(ctx context.Context, opts IMDSOptions) error {
 	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 		return fmt.Errorf("writing metadata mock config: %w", err)
 	}
-	args = append(args, "-n", "127.0.0.1", "-p", strconv.Itoa(m.port), "-c", cfgPath)
+	args = append(args, "-n", m.host, "-p", strconv.Itoa(m.port), "-c", cfgPath)
 	args = append(args, opts.Args...)
+	bin := m.bin
+	if m.ns != nil {
+		bin, args = m.ns.Command(bin, args...)
+	}
 	// HOME keeps a developer's ~/aemm-config.json out.
-	p, err := StartProcess(fmt.Sprintf("ec2-metadata-mock-%d", run), m.bin, args, []string{"HOME=" + m.logDir}, m.logDir)
+	p, err := StartProcess(fmt.Sprintf("ec2-metadata-mock-%d", run), bin, args, []string{"HOME=" + m.logDir}, m.logDir)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	m.proc = p
 	m.mu.Unlock()
+	wait := waitIMDS
+	if m.ns != nil {
+		wait = waitListening(m.host, m.port)
+	}
 	// The token endpoint answers whatever the scenario and IMDSv2 setting.
-	if err := waitIMDS(ctx, p, m.URL); err != nil {
+	if err := wait(ctx, p, m.URL); err != nil {
 		p.Kill()
 		return fmt.Errorf("ec2-metadata-mock did not start (args %v): %w", args, err)
 	}
@@ -229,6 +266,36 @@ func waitIMDS(ctx context.Context, p *Process, url string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w (last error: %v)", url, ctx.Err(), err)
 		case <-tick.C:
+		}
+	}
+}
+
+// waitListening waits until the process listens on host:port (IPv4),
+// as its own network namespace's /proc/PID/net/tcp shows: the test
+// cannot dial into the namespace.
+func waitListening(host string, port int) func(ctx context.Context, p *Process, url string) error {
+	ip := net.ParseIP(host).To4()
+	// /proc/net/tcp: the address as a little-endian hex word, the port
+	// as hex; state 0A is LISTEN.
+	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], port)
+	return func(ctx context.Context, p *Process, url string) error {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("%s exited while starting (%v); log tail:\n%s", p.Name, err, p.Tail(30))
+			}
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", p.cmd.Process.Pid))
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) > 3 && f[1] == local && f[3] == "0A" {
+					return nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s to listen on %s: %w", p.Name, url, ctx.Err())
+			case <-tick.C:
+			}
 		}
 	}
 }
