@@ -3,10 +3,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"lifeboat.dev/lifeboat/internal/config"
 )
 
 // AWS client policy (docs/reliability.md).
@@ -32,4 +37,22 @@ func awsClientDefaults(o *awsconfig.LoadOptions) error {
 	o.RetryMaxAttempts = awsMaxAttempts
 	o.HTTPClient = awshttp.NewBuildableClient().WithTimeout(awsAttemptTimeout)
 	return nil
+}
+
+// loadAWS loads the AWS configuration of queue mode's clients: the SDK's
+// default chain, awsClientDefaults and --region, then extra. `lifeboat
+// check` loads it here too, so that it reaches AWS as `run` does (issue
+// 22: it had its own loader, without the attempt timeout).
+func loadAWS(ctx context.Context, cfg config.Config, extra ...func(*awsconfig.LoadOptions) error) (aws.Config, error) {
+	opts := append([]func(*awsconfig.LoadOptions) error{awsClientDefaults, func(o *awsconfig.LoadOptions) error {
+		if cfg.Region != "" {
+			o.Region = cfg.Region
+		}
+		return nil
+	}}, extra...)
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	return awsCfg, nil
 }

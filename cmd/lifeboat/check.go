@@ -113,15 +113,11 @@ func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error)
 	if cfg.Mode != config.ModeQueue {
 		return c, nil
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, func(o *awsconfig.LoadOptions) error {
-		if cfg.Region != "" {
-			o.Region = cfg.Region
-		}
-		o.RetryMaxAttempts = 2 // a doctor answers quickly
-		return nil
-	})
+	// run's loader (region, attempt timeout, credentials); only fewer
+	// attempts: a doctor answers quickly.
+	awsCfg, err := loadAWS(ctx, cfg, func(o *awsconfig.LoadOptions) error { o.RetryMaxAttempts = 2; return nil })
 	if err != nil {
-		return c, fmt.Errorf("loading AWS configuration: %w", err)
+		return c, err
 	}
 	c.SQS = awssqs.NewFromConfig(awsCfg, func(o *awssqs.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sqs"]) })
 	c.Events = eventbridge.NewFromConfig(awsCfg, func(o *eventbridge.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["eventbridge"]) })

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -27,14 +26,9 @@ import (
 // leads, the controller and the SQS source feeding it.
 func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	cfg := a.cfg
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsClientDefaults, func(o *awsconfig.LoadOptions) error {
-		if cfg.Region != "" {
-			o.Region = cfg.Region
-		}
-		return nil
-	})
+	awsCfg, err := loadAWS(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("loading AWS configuration: %w", err)
+		return err
 	}
 	httpClient := awsCfg.HTTPClient
 	if httpClient == nil {
