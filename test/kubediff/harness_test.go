@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/internal/kube"
@@ -171,6 +172,7 @@ type subst map[string]string
 
 var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`kube-api-access-[a-z0-9]{5}`), // the ServiceAccount volume's random suffix
+	regexp.MustCompile(`in record \([0-9]+\)`),        // a Conflict's current resourceVersion
 }
 
 func (s subst) apply(b []byte) string {
@@ -181,7 +183,7 @@ func (s subst) apply(b []byte) string {
 		}
 	}
 	for _, re := range volatile {
-		out = re.ReplaceAllString(out, "VOLATILE")
+		out = re.ReplaceAllString(out, "(VOLATILE)")
 	}
 	return out
 }
@@ -198,26 +200,55 @@ const (
 
 // sameWire requires that both sides sent the same requests and got the
 // same answers (after the substitutions), and returns ours.
-func sameWire(t *testing.T, what string, p pair, a answers, so, sl subst) []exchange {
+func sameWire(t *testing.T, what string, p pair, a answers, so, sl subst) []view {
 	t.Helper()
-	o, l := p.ours.wire.take(), p.lib.wire.take()
-	norm := func(xs []exchange, s subst) []exchange {
-		out := make([]exchange, len(xs))
-		for i, x := range xs {
-			x.Path, x.Query = s.apply([]byte(x.Path)), s.apply([]byte(x.Query))
-			x.Body, x.Response = []byte(s.apply(x.Body)), []byte(s.apply(x.Response))
-			if !a {
-				x.Response = nil
-			}
-			out[i] = x
-		}
-		return out
-	}
-	on, ln := norm(o, so), norm(l, sl)
+	on, ln := views(t, p.ours.wire.take(), a, so), views(t, p.lib.wire.take(), a, sl)
 	if d := cmp.Diff(ln, on); d != "" {
 		t.Errorf("%s: the requests on the wire differ (-client-go +ours):\n%s", what, d)
 	}
 	return on
+}
+
+// view is an exchange as compared: a request body that is an object
+// (protobuf or JSON) is decoded and rendered by norm; other bodies
+// (patches) have their resourceVersions masked.
+type view struct {
+	Method, Path, Query string
+	ContentType, Accept string
+	UserAgent           string
+	Body                string
+	Status              int
+	RetryAfter          string
+	Response            []byte
+}
+
+var (
+	decoder    = scheme.Codecs.UniversalDeserializer()
+	patchRV    = regexp.MustCompile(`"resourceVersion":"[0-9]+"`)
+	protoMagic = []byte("k8s\x00")
+)
+
+func views(t *testing.T, xs []exchange, a answers, s subst) []view {
+	t.Helper()
+	out := make([]view, len(xs))
+	for i, x := range xs {
+		v := view{Method: x.Method, Path: s.apply([]byte(x.Path)), Query: s.apply([]byte(x.Query)),
+			ContentType: x.ContentType, Accept: x.Accept, UserAgent: x.UserAgent,
+			Status: x.Status, RetryAfter: x.RetryAfter}
+		if obj, _, err := decoder.Decode(x.Body, nil, nil); err == nil {
+			v.Body = norm(t, obj, s)
+			if bytes.HasPrefix(x.Body, protoMagic) {
+				v.Body = "protobuf " + v.Body
+			}
+		} else {
+			v.Body = patchRV.ReplaceAllString(s.apply(x.Body), `"resourceVersion":"RV"`)
+		}
+		if a {
+			v.Response = []byte(s.apply(x.Response))
+		}
+		out[i] = v
+	}
+	return out
 }
 
 // norm renders obj for comparison: what the server stamps on each write

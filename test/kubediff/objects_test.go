@@ -2,6 +2,7 @@ package kubediff
 
 import (
 	"context"
+	"regexp"
 	"testing"
 	"time"
 
@@ -17,12 +18,15 @@ import (
 // testLabel marks what a test created, so that its lists see only that.
 const testLabel = "lifeboat.test/kubediff"
 
+var labelValue = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
 // node creates a plain Node (no kubelet, no kwok: nobody else writes it)
 // labelled for the test, deleted in t's cleanup.
 func node(t *testing.T, name, group string) *corev1.Node {
 	t.Helper()
 	ctx, cancel := contextTimeout(opTimeout)
 	defer cancel()
+	group = labelValue.ReplaceAllString(group, "-")
 	n, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{testLabel: group}, Annotations: map[string]string{"a": "1"}},
 		Spec:       corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
