@@ -50,8 +50,11 @@ type PodClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	// EvictV1 creates the pod's eviction subresource. REST's sends it once:
 	// a 429 (a PodDisruptionBudget) comes back at once, for the drain's own
-	// visible backoff, where client-go's typed client would retry it
-	// silently after the server's Retry-After.
+	// visible backoff. client-go's typed client retries a 429 that carries
+	// a Retry-After, which the API server sets (10 s) only while the
+	// disruption controller has not processed the budget yet; a budget
+	// that allows no disruption answers without one, and both clients
+	// return it at once (test/kubediff).
 	EvictV1(ctx context.Context, eviction *policyv1.Eviction) error
 }
 

@@ -106,6 +106,9 @@ func (r *Recorder) record(obj runtime.Object, annotations map[string]string, eve
 		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%v.%x", ref.Name, t.UnixNano()), Namespace: ns, Annotations: annotations},
 		InvolvedObject: *ref, Reason: reason, Message: message, Type: eventtype, Source: r.source,
 		FirstTimestamp: t, LastTimestamp: t, Count: 1,
+		// As client-go's recorder: what events.k8s.io/v1 and
+		// `kubectl events` show as the reporting component.
+		ReportingController: r.source.Component, ReportingInstance: r.source.Host,
 	}
 	select {
 	case r.queue <- e:

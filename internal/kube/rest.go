@@ -42,7 +42,10 @@ func init() {
 // REST is a Client over client-go's REST client: one for the core group
 // (/api/v1), one for policy/v1 (/apis), sharing one HTTP client and one
 // rate limiter, as a clientset's groups do. It speaks what the
-// configuration asks for (protobuf or JSON).
+// configuration asks for (protobuf or JSON); a configuration that names no
+// content type gets what client-go's typed clients send then: protobuf
+// (UseProtobufAsDefault), except for evictions, which client-go's
+// EvictV1 sends as JSON. test/kubediff holds every request to client-go's.
 type REST struct {
 	core, policy *rest.RESTClient
 }
@@ -108,30 +111,30 @@ type nodes struct{ c *rest.RESTClient }
 
 func (n nodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
 	out := &corev1.Node{}
-	err := n.c.Get().Resource("nodes").Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(out)
+	err := n.c.Get().UseProtobufAsDefault().Resource("nodes").Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(out)
 	return out, err
 }
 
 func (n nodes) List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
 	out := &corev1.NodeList{}
-	err := n.c.Get().Resource("nodes").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
+	err := n.c.Get().UseProtobufAsDefault().Resource("nodes").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
 	return out, err
 }
 
 func (n nodes) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return n.c.Get().Resource("nodes").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Watch(ctx)
+	return n.c.Get().UseProtobufAsDefault().Resource("nodes").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Watch(ctx)
 }
 
 func (n nodes) Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error) {
 	out := &corev1.Node{}
-	err := n.c.Put().Resource("nodes").Name(node.Name).VersionedParams(&opts, parameterCodec).Body(node).Do(ctx).Into(out)
+	err := n.c.Put().UseProtobufAsDefault().Resource("nodes").Name(node.Name).VersionedParams(&opts, parameterCodec).Body(node).Do(ctx).Into(out)
 	return out, err
 }
 
 func (n nodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
 	out := &corev1.Node{}
-	err := n.c.Patch(pt).Resource("nodes").Name(name).SubResource(subresources...).VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(out)
+	err := n.c.Patch(pt).UseProtobufAsDefault().Resource("nodes").Name(name).SubResource(subresources...).VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -142,23 +145,23 @@ type pods struct {
 
 func (p pods) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error) {
 	out := &corev1.Pod{}
-	err := p.c.Get().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(out)
+	err := p.c.Get().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(out)
 	return out, err
 }
 
 func (p pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	out := &corev1.PodList{}
-	err := p.c.Get().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
+	err := p.c.Get().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
 	return out, err
 }
 
 func (p pods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return p.c.Get().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Watch(ctx)
+	return p.c.Get().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Watch(ctx)
 }
 
 func (p pods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	return p.c.Delete().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+	return p.c.Delete().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
 }
 
 // EvictV1 posts the eviction once (MaxRetries(0)): see PodClient.
@@ -173,6 +176,6 @@ type pdbs struct {
 
 func (p pdbs) List(ctx context.Context, opts metav1.ListOptions) (*policyv1.PodDisruptionBudgetList, error) {
 	out := &policyv1.PodDisruptionBudgetList{}
-	err := p.c.Get().NamespaceIfScoped(p.ns, p.ns != "").Resource("poddisruptionbudgets").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
+	err := p.c.Get().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("poddisruptionbudgets").VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
 	return out, err
 }

@@ -3,8 +3,10 @@
 // of the full build that has a clientset anyway. The IMDS-only build must
 // not import it (it links every API group).
 //
-// One difference to kube.REST: the typed EvictV1 retries a 429 after the
-// server's Retry-After inside client-go; kube.REST sends an eviction once.
+// One difference to kube.REST: the typed EvictV1 retries a 429 that
+// carries a Retry-After (a budget not yet processed by the disruption
+// controller) inside client-go; kube.REST sends an eviction once.
+// test/kubediff holds both against one API server.
 package clientset
 
 import (
