@@ -112,6 +112,9 @@ type Config struct {
 	LeaderElect    bool
 	LeaseName      string
 	LeaseNamespace string
+	// LeaseNamespaceFrom says where LeaseNamespace came from (a flag, the
+	// ServiceAccount, the kubeconfig's context), for the log.
+	LeaseNamespaceFrom string
 	LeaseDuration  time.Duration
 	LogFormat      string
 	LogLevel       string
