@@ -115,9 +115,9 @@ type Config struct {
 	// LeaseNamespaceFrom says where LeaseNamespace came from (a flag, the
 	// ServiceAccount, the kubeconfig's context), for the log.
 	LeaseNamespaceFrom string
-	LeaseDuration  time.Duration
-	LogFormat      string
-	LogLevel       string
+	LeaseDuration      time.Duration
+	LogFormat          string
+	LogLevel           string
 	// EventAnnotations are added to every Kubernetes Event.
 	EventAnnotations map[string]string
 
