@@ -47,6 +47,9 @@ func main() {
 func observe(target string, packages []string) Facts {
 	f := Facts{Target: target, Root: os.Geteuid() == 0, RealNodeCgroupV2: realNodeCgroupV2}
 	f.Cgroup, f.V1Hierarchies = cgroups()
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && f.Cgroup == CgroupV2 {
+		f.V2Controllers = strings.Fields(string(b))
+	}
 	_, errApt := exec.LookPath("apt-get")
 	_, errDpkg := exec.LookPath("dpkg-query")
 	f.Apt = errApt == nil && errDpkg == nil
@@ -60,8 +63,9 @@ func observe(target string, packages []string) Facts {
 	return f
 }
 
-// realNodeCgroupV2: test/testenv's real node runs on cgroup v1 only.
-const realNodeCgroupV2 = false
+// realNodeCgroupV2: test/testenv's real node runs on a pure cgroup v2 host
+// too, in its own subtree of the unified hierarchy (test/testenv/cgroupv2.go).
+const realNodeCgroupV2 = true
 
 // cgroups reads the file system type of /sys/fs/cgroup and the v1
 // hierarchies of /proc/self/mountinfo (their controllers are the mount's
