@@ -1,7 +1,8 @@
 # lifeboat: see README.md. build, build-imds, lint and test-unit need only Go
-# and the Go module proxy. demo, test and test-e2e also need root, cgroup v1
-# with the cpu, cpuacct, cpuset, memory and freezer hierarchies (the real
-# node), apt (Debian or Ubuntu: `make deps` installs DEBIAN_PACKAGES),
+# and the Go module proxy. demo, test and test-e2e also need root, cgroups
+# for the real node (v1: the cpu, cpuacct, cpuset, memory and freezer
+# hierarchies; v2: the cpu, cpuset, memory and pids controllers),
+# apt (Debian or Ubuntu: `make deps` installs DEBIAN_PACKAGES),
 # moto_server (moto 5) and ~13 GiB of disk; `make preflight` (run first by
 # those targets) checks all of it and names the command that fixes each gap.
 

@@ -29,7 +29,15 @@ func TestCgroupV2Subtree(t *testing.T) {
 	c := cgroupV2{root: root}
 	base := fmt.Sprintf("/lifeboat-cgv2test-%d", os.Getpid())
 	node := base + "/node-0"
-	t.Cleanup(func() { c.kill(node, true); _ = c.remove(node) })
+	// The clean-up does not trust the code under test: it kills what is
+	// left by process ID and thaws.
+	t.Cleanup(func() {
+		for _, pid := range cgroupTasks(filepath.Join(root, node)) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.WriteFile(filepath.Join(root, node, "cgroup.freeze"), []byte("0"), 0o644)
+		_ = c.remove(node)
+	})
 	for _, child := range []string{"runtime", "pods/kubepods/besteffort"} {
 		if err := c.make(node + "/" + child); err != nil {
 			t.Fatalf("make %s/%s: %v", node, child, err)
@@ -50,6 +58,12 @@ func TestCgroupV2Subtree(t *testing.T) {
 	for _, leaf := range []string{"runtime", "pods/kubepods/besteffort"} {
 		cmds = append(cmds, startInCgroup(t, filepath.Join(root, node, leaf)))
 	}
+	t.Cleanup(func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 	waitFor(t, "6 processes in the subtree", func() bool { return len(c.tasks(node)) >= 6 })
 	if !c.freeze(node) {
 		t.Fatal("freeze reported that nothing was frozen")
@@ -59,7 +73,7 @@ func TestCgroupV2Subtree(t *testing.T) {
 	}
 	c.kill(node, true)
 	if left := c.tasks(node); len(left) > 0 {
-		t.Errorf("after kill, processes left in the subtree: %v", left)
+		t.Fatalf("after kill, processes left in the subtree: %v", left)
 	}
 	for _, cmd := range cmds {
 		err := cmd.Wait()
