@@ -79,10 +79,15 @@ func Decide(f Facts) (msg string, ok bool) {
 	}
 	switch f.Cgroup {
 	case CgroupV2:
+		var missing []string
 		for _, c := range requiredV2 {
-			if f.RealNodeCgroupV2 && !slices.Contains(f.V2Controllers, c) {
-				add("cgroup v2 controller %s is not offered by /sys/fs/cgroup (cgroup.controllers): the kubelet and runc need it.\n    fix: remove cgroup_disable=%s (or a v1 mount of it) from the kernel command line in /etc/default/grub, then sudo update-grub && sudo reboot", c, c)
+			if !slices.Contains(f.V2Controllers, c) {
+				missing = append(missing, c)
 			}
+		}
+		if f.RealNodeCgroupV2 && len(missing) > 0 {
+			add("cgroup v2 controllers not offered by /sys/fs/cgroup (cgroup.controllers): %s; the kubelet and runc need them.\n    fix: remove cgroup_disable=%s (or their v1 mounts) from the kernel command line in /etc/default/grub, then sudo update-grub && sudo reboot",
+				strings.Join(missing, ", "), strings.Join(missing, ","))
 		}
 		if !f.RealNodeCgroupV2 {
 			add("cgroup v2 host (/sys/fs/cgroup is cgroup2fs): the real-node suites and the demo need cgroup v1's freezer; the real node does not support cgroup v2 yet (issue 24).\n" +

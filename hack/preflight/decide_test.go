@@ -50,13 +50,13 @@ func TestDecide(t *testing.T) {
 				f.V2Controllers = []string{"cpuset", "cpu", "io", "memory", "hugetlb", "pids", "rdma", "misc"}
 			},
 			exact: "preflight: OK (root, cgroup v2, moto, disk); note: the real node's cgroup v2 path was tested on a hybrid host's unified hierarchy, not end to end (docs/testing.md)\n"},
-		{name: "pure cgroup v2 host without the cpuset and pids controllers", problems: 2,
+		{name: "pure cgroup v2 host without the cpuset and pids controllers", problems: 1,
 			change: func(f *Facts) {
 				f.Cgroup, f.V1Hierarchies, f.RealNodeCgroupV2 = CgroupV2, nil, true
 				f.V2Controllers = []string{"cpu", "io", "memory"}
 			},
-			want: []string{"cgroup v2 controller cpuset is not offered by /sys/fs/cgroup (cgroup.controllers): the kubelet and runc need it.",
-				"cgroup v2 controller pids is not offered", "remove cgroup_disable=pids"}},
+			want: []string{"cgroup v2 controllers not offered by /sys/fs/cgroup (cgroup.controllers): cpuset, pids; the kubelet and runc need them.",
+				"fix: remove cgroup_disable=cpuset,pids"}},
 		{name: "v1 without the freezer hierarchy", problems: 1,
 			change: func(f *Facts) { f.V1Hierarchies = []string{"cpu", "cpuacct", "cpuset", "memory"} },
 			want: []string{"cgroup v1 hierarchy freezer is not mounted (the real node's power-off and clean-up freeze its cgroup subtree)",
