@@ -1,5 +1,10 @@
-# lifeboat: see README.md. Every target runs on a fresh machine with only Go,
-# the Go module proxy and moto_server (Python) available.
+# lifeboat: see README.md. build, build-imds, lint and test-unit need only Go
+# and the Go module proxy. demo, test and test-e2e also need root, cgroups
+# for the real node (v1: the cpu, cpuacct, cpuset, memory and freezer
+# hierarchies; v2: the cpu, cpuset, memory and pids controllers),
+# apt (Debian or Ubuntu: `make deps` installs DEBIAN_PACKAGES),
+# moto_server (moto 5) and ~13 GiB of disk; `make preflight` (run first by
+# those targets) checks all of it and names the command that fixes each gap.
 
 SHELL := /bin/bash
 BIN := $(CURDIR)/bin
@@ -16,7 +21,7 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock
 
-.PHONY: all build build-imds tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps
+.PHONY: all build build-imds tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps preflight
 
 # Debian packages the tests and the demo need (installed by `make deps`, which
 # `make test` and `make demo` run): the real node's container runtime and CNI
@@ -52,7 +57,7 @@ image:
 # and writes out/demo-timeline.html (docs/demo.md). DEMO_FLAGS go to the
 # program (e.g. -keep, -pod-shutdown 20s).
 DEMO_FLAGS ?=
-demo: deps tools build
+demo: preflight deps tools build
 	$(GO) build -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo -lifeboat $(BIN)/lifeboat $(DEMO_FLAGS)
 
@@ -60,7 +65,7 @@ demo: deps tools build
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
 # The testbed suites run one package at a time (-p 1): each starts its own
 # control plane, and their scaled-time scenarios need the CPU.
-test: deps tools lint
+test: preflight deps tools lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
 	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
 	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
@@ -86,7 +91,7 @@ $(BIN)/staticcheck: hack/tools/lint/go.mod hack/tools/lint/go.sum
 test-unit:
 	$(GO) test -count=1 ./internal/... ./cmd/...
 
-test-e2e: deps tools
+test-e2e: preflight deps tools
 	$(GO) test -count=1 -timeout 30m -p 1 ./test/...
 
 # fuzz runs the fuzz targets of the SQS message parser and of the IMDS
@@ -130,3 +135,14 @@ clean:
 
 deps:
 	@hack/debian-deps.sh $(DEBIAN_PACKAGES)
+
+# preflight checks, before demo, test and test-e2e start anything, what they
+# need of the machine (hack/preflight): root, cgroups, moto, free disk, and
+# the Debian packages, which a root run with apt-get lets deps install next
+# (they are a failure only without root or apt). One message lists all that
+# is missing, each with its fix; exit 1. The targets list it first and make
+# runs prerequisites in order (.NOTPARALLEL keeps it so under -j; before GNU
+# make 4.4 it makes a -j run wholly serial).
+preflight:
+	@$(GO) run ./hack/preflight -target $(firstword $(filter demo test test-e2e,$(MAKECMDGOALS)) preflight) -packages "$(DEBIAN_PACKAGES)"
+.NOTPARALLEL: demo test test-e2e

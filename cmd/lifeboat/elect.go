@@ -35,6 +35,7 @@ func (a *app) elect(ctx context.Context, lead func(context.Context) error) error
 	if err != nil {
 		return fmt.Errorf("kubernetes leader election client: %w", err)
 	}
+	a.log.Info("leader election", "lease", a.cfg.LeaseNamespace+"/"+a.cfg.LeaseName, "namespaceFrom", a.cfg.LeaseNamespaceFrom)
 	id, _ := os.Hostname()
 	if a.cfg.PodName != "" {
 		id = a.cfg.PodName

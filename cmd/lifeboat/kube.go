@@ -3,26 +3,22 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kubesource"
 	"lifeboat.dev/lifeboat/internal/metrics"
 )
 
 // restConfig is the one place the Kubernetes client configuration is
-// built (run and check): --kubeconfig or in-cluster, with protobuf.
+// built (run and check): --kubeconfig, else in-cluster in a pod, else
+// KUBECONFIG or ~/.kube/config (kubesource); with protobuf.
 func restConfig(cfg config.Config, userAgent string) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubesource.Find(cfg.Kubeconfig, os.Getenv).RESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
 	}

@@ -112,9 +112,12 @@ type Config struct {
 	LeaderElect    bool
 	LeaseName      string
 	LeaseNamespace string
-	LeaseDuration  time.Duration
-	LogFormat      string
-	LogLevel       string
+	// LeaseNamespaceFrom says where LeaseNamespace came from (a flag, the
+	// ServiceAccount, the kubeconfig's context), for the log.
+	LeaseNamespaceFrom string
+	LeaseDuration      time.Duration
+	LogFormat          string
+	LogLevel           string
 	// EventAnnotations are added to every Kubernetes Event.
 	EventAnnotations map[string]string
 

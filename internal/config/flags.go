@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 )
@@ -40,11 +41,13 @@ type Flags struct {
 	fs   *flag.FlagSet
 	c    Config
 	errs []error // defaults of the table that do not parse: a defect TestOptionTable catches
+	// readFile reads the ServiceAccount's namespace file (os.ReadFile).
+	readFile func(string) ([]byte, error)
 }
 
 // NewFlags returns the configuration flags of subcommand command.
 func NewFlags(command string) *Flags {
-	f := &Flags{fs: flag.NewFlagSet("lifeboat "+command, flag.ContinueOnError)}
+	f := &Flags{fs: flag.NewFlagSet("lifeboat "+command, flag.ContinueOnError), readFile: os.ReadFile}
 	f.fs.SetOutput(io.Discard)
 	for _, o := range options {
 		if err := o.bind(f.fs, &f.c, o.name, o.def, o.usage); err != nil {
@@ -101,9 +104,7 @@ func (f *Flags) Load(args []string, getenv func(string) string) (Config, error) 
 	warnings, nthErrs := applyNTH(getenv, fs.Set, set, setBy, func() Mode { return c.Mode })
 	errs = append(errs, nthErrs...)
 	c.Warnings = warnings
-	if c.LeaseNamespace == "" {
-		c.LeaseNamespace = c.PodNamespace
-	}
+	errs = append(errs, c.leaseNamespace(getenv, f.readFile)...)
 	errs = append(errs, c.validate(set)...)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err

@@ -65,9 +65,6 @@ func (c *Config) validate(set map[string]bool) []error {
 		if c.ScaleInProtectionInterval < time.Second {
 			errs = append(errs, fmt.Errorf("--scale-in-protection-interval %s: must be at least 1s", c.ScaleInProtectionInterval))
 		}
-		if c.LeaderElect && c.LeaseNamespace == "" {
-			errs = append(errs, errors.New("--leader-elect needs --lease-namespace or --pod-namespace"))
-		}
 		if c.LeaseDuration < 2*time.Second {
 			errs = append(errs, fmt.Errorf("--lease-duration %s: must be at least 2s", c.LeaseDuration))
 		}

@@ -179,7 +179,7 @@ func NewRealNode(ctx context.Context, env *Env, o RealNodeOptions) (_ *RealNode,
 }
 
 // cgroup returns the path of the node's cgroup subtree (or a child of it),
-// the same in every cgroup v1 hierarchy.
+// the same in every cgroup v1 hierarchy and in the unified one.
 func (n *RealNode) cgroup(child ...string) string {
 	return "/" + filepath.Join(append([]string{"lifeboat-realnodes", fmt.Sprintf("node-%d", n.slot)}, child...)...)
 }
