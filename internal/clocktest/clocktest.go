@@ -27,7 +27,7 @@ var _ clock.WithTicker = Shifted{}
 
 // StartingAt returns a clock that reads start now.
 func StartingAt(start time.Time) Shifted {
-	return Shifted{offset: start.Sub(time.Now())}
+	return Shifted{offset: time.Until(start)}
 }
 
 // AtEpoch returns a clock that reads Epoch now.

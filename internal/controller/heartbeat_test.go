@@ -51,6 +51,7 @@ type fakeLifecycle struct {
 	afterComplete func()
 }
 
+//lint:ignore ST1005 the text is the Auto Scaling API's own error
 var errThrottled = errors.New("Throttling: Rate exceeded")
 
 func (f *fakeLifecycle) Owned(context.Context, string) (bool, error) {
