@@ -8,19 +8,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -29,59 +24,18 @@ import (
 func chartDir() string { return filepath.Join(testenv.RepoRoot(), "deploy", "helm", "lifeboat") }
 
 // kubeVersion is the testbed's (Makefile K8S_VERSION).
-var kubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
+var kubeVersion = testenv.ChartKubeVersion
 
-// rendered is the chart rendered for one release, as `helm template` would:
-// the objects in install order.
-type rendered struct {
-	Objects []*unstructured.Unstructured
-	Notes   string
-}
+// rendered is the chart rendered for one release, as `helm template` would.
+type rendered struct{ *testenv.Rendered }
 
-// render renders the chart with the Helm SDK (values validated against
-// values.schema.json, as `helm install` does).
+// render renders the chart (testenv.RenderChart).
 func render(release, namespace string, values map[string]any) (*rendered, error) {
-	ch, err := loader.Load(chartDir())
+	r, err := testenv.RenderChart(release, namespace, values)
 	if err != nil {
-		return nil, fmt.Errorf("loading chart: %w", err)
+		return nil, err
 	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = kubeVersion
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
-	if err != nil {
-		return nil, fmt.Errorf("values: %w", err)
-	}
-	files, err := engine.Render(ch, vals)
-	if err != nil {
-		return nil, fmt.Errorf("rendering: %w", err)
-	}
-	out := &rendered{}
-	for name, content := range files {
-		if strings.HasSuffix(name, "NOTES.txt") {
-			out.Notes = content
-			delete(files, name)
-		}
-	}
-	// In the order `helm install` creates them (ServiceAccount before the
-	// Deployment whose pods need it, ...).
-	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
-		return nil, fmt.Errorf("sorting manifests: %w", err)
-	}
-	if len(hooks) > 0 {
-		return nil, fmt.Errorf("the chart has %d hooks; this renderer applies none", len(hooks))
-	}
-	for _, m := range manifests {
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(m.Content), &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w\n%s", m.Name, err, m.Content)
-		}
-		if len(obj) == 0 {
-			continue
-		}
-		out.Objects = append(out.Objects, &unstructured.Unstructured{Object: obj})
-	}
-	return out, nil
+	return &rendered{r}, nil
 }
 
 // mustRender renders or fails t.

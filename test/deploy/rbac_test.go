@@ -102,7 +102,7 @@ func without(t testing.TB, objs []*unstructured.Unstructured, releaseNS string, 
 			out = append(out, o)
 			continue
 		}
-		single := &rendered{Objects: []*unstructured.Unstructured{o}}
+		single := &rendered{&testenv.Rendered{Objects: []*unstructured.Unstructured{o}}}
 		gs := grantsOf(t, single, releaseNS)
 		if !slices.Contains(gs, drop) {
 			out = append(out, o)

@@ -98,10 +98,11 @@ func TestChartDefaultsReadMetadataAtTheLinkLocalAddress(t *testing.T) {
 // endpoint: the point is that none does.
 func chartDaemonSet(t *testing.T, fields map[string]string) (args, env []string) {
 	t.Helper()
-	objs, err := testenv.RenderChart("lifeboat", "lifeboat", map[string]any{"mode": "imds"})
+	r, err := testenv.RenderChart("lifeboat", "lifeboat", map[string]any{"mode": "imds"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	objs := r.Objects
 	i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "DaemonSet" })
 	if i < 0 {
 		t.Fatal("the chart rendered no DaemonSet in imds mode")

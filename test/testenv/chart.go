@@ -17,12 +17,20 @@ import (
 // K8S_VERSION), as the chart is rendered for it.
 var ChartKubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
 
+// Rendered is the chart rendered for one release: its objects in install
+// order, and NOTES.txt.
+type Rendered struct {
+	Objects []*unstructured.Unstructured
+	Notes   string
+}
+
 // RenderChart renders lifeboat's chart (deploy/helm/lifeboat) as `helm
-// template` would, values validated against values.schema.json, and
-// returns its objects in install order. test/deploy has the same renderer
-// for its chart tests; this one serves suites that run what the chart
-// configures.
-func RenderChart(release, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+// template` would, values validated against values.schema.json (as `helm
+// install` does), and returns its objects in the order `helm install`
+// creates them (ServiceAccount before the Deployment whose pods need it,
+// ...). The chart has no hooks; a hook is an error, as this renderer
+// applies none.
+func RenderChart(release, namespace string, values map[string]any) (*Rendered, error) {
 	ch, err := loader.Load(filepath.Join(RepoRoot(), "deploy", "helm", "lifeboat"))
 	if err != nil {
 		return nil, fmt.Errorf("loading chart: %w", err)
@@ -37,23 +45,27 @@ func RenderChart(release, namespace string, values map[string]any) ([]*unstructu
 	if err != nil {
 		return nil, fmt.Errorf("rendering: %w", err)
 	}
-	for name := range files {
+	out := &Rendered{}
+	for name, content := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
+			out.Notes = content
 			delete(files, name)
 		}
 	}
-	_, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
 	if err != nil {
 		return nil, fmt.Errorf("sorting manifests: %w", err)
 	}
-	var out []*unstructured.Unstructured
+	if len(hooks) > 0 {
+		return nil, fmt.Errorf("the chart has %d hooks; this renderer applies none", len(hooks))
+	}
 	for _, m := range manifests {
 		var obj map[string]any
 		if err := yaml.Unmarshal([]byte(m.Content), &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.Name, err)
+			return nil, fmt.Errorf("%s: %w\n%s", m.Name, err, m.Content)
 		}
 		if len(obj) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: obj})
+			out.Objects = append(out.Objects, &unstructured.Unstructured{Object: obj})
 		}
 	}
 	return out, nil
