@@ -73,7 +73,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		c.reportPod(w, pp, "EvictionRefused", "eviction refused for good (not retried): "+pp.Reason)
 	}
 	for _, pp := range o.res.Stuck {
-		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (grace period plus --stuck-after, or --stuck-after after a deletion at the deadline): "+pp.Reason)
+		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (the grace it got plus a minute, or a minute after a deletion at the deadline): "+pp.Reason)
 	}
 	result := c.o.LifecycleTimeoutResult
 	switch {
