@@ -92,6 +92,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		if o.res.ForceDeleted > 0 {
 			msg += fmt.Sprintf(", %d deleted at the deadline (AWS would have killed them)", o.res.ForceDeleted)
 		}
+		if len(o.res.Finished) > 0 {
+			msg += fmt.Sprintf(", %d finished but not deleted, not waited for (%s)", len(o.res.Finished), drain.ListProblems(o.res.Finished))
+		}
 		c.report(w, corev1.EventTypeNormal, "Drained", "drain", msg)
 	case errors.Is(o.err, drain.ErrDeadline):
 		c.Metrics.Actions.WithLabelValues("drain", "deadline").Inc()

@@ -516,9 +516,9 @@ func TestRefusedEvictionKeepsDraining(t *testing.T) {
 
 // Item 6: every wait has a bound. Without a deadline, a pod stuck
 // terminating (the kubelet is dead) is reported once its grace period plus
-// Options.StuckAfter has passed; after the deadline's force deletion, a pod
-// a finalizer holds is reported StuckAfter later. Neither keeps the drain
-// open, and later priority groups are still evicted.
+// Options.StuckAfter has passed, without keeping the drain open, and later
+// priority groups are still evicted. (A pod force-deleted at the deadline
+// is not waited for at all: TestHowADrainEnds.)
 func TestStuckPodsAreReportedNotWaitedOn(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -531,8 +531,6 @@ func TestStuckPodsAreReportedNotWaitedOn(t *testing.T) {
 	}{
 		{name: "terminating on a dead kubelet, no deadline, default bound", wantErrs: []error{drain.ErrStuck}, wantBy: 30*time.Second + time.Minute + 5*time.Second},
 		{name: "terminating on a dead kubelet, no deadline, StuckAfter 10s", stuckAfter: 10 * time.Second, wantErrs: []error{drain.ErrStuck}, wantBy: 45 * time.Second},
-		{name: "finalizer after the deadline's force deletion", deadline: 20 * time.Second, finalizer: true, wantErrs: []error{drain.ErrStuck, drain.ErrDeadline}, wantBy: 20*time.Second + time.Minute + 5*time.Second},
-		{name: "PDB until the deadline, force-deleted, finalizer", deadline: 20 * time.Second, finalizer: true, pdb: true, wantErrs: []error{drain.ErrStuck, drain.ErrDeadline}, wantBy: 20*time.Second + time.Minute + 5*time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

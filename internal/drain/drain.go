@@ -136,6 +136,10 @@ type Result struct {
 	// Stuck lists pods that were asked to leave but were still present past
 	// their bound (Options.StuckAfter); the drain ends with ErrStuck.
 	Stuck []PodProblem
+	// Finished names the pods whose containers had all ended while their
+	// objects stayed (a finalizer nobody removes): off the node, not waited
+	// for; each reason says what holds its object.
+	Finished []PodProblem
 }
 
 // PodProblem names a pod the drain could not move off the node, and why.
@@ -224,7 +228,7 @@ func (r *Result) withRefused(err error) error {
 	if len(r.NotEvicted) == 0 || !errors.Is(err, ErrDeadline) {
 		return err
 	}
-	return fmt.Errorf("%w; eviction refused: %s", err, listProblems(r.NotEvicted))
+	return fmt.Errorf("%w; eviction refused: %s", err, ListProblems(r.NotEvicted))
 }
 
 // incomplete is the error of a drain that ended with pods left that no
@@ -233,11 +237,11 @@ func (r *Result) incomplete(node string, refusedLeft int, forcedStuck bool) erro
 	var msgs []string
 	var errs []error
 	if refusedLeft > 0 {
-		msgs = append(msgs, fmt.Sprintf("%d pods could not be evicted (%s)", refusedLeft, listProblems(r.NotEvicted)))
+		msgs = append(msgs, fmt.Sprintf("%d pods could not be evicted (%s)", refusedLeft, ListProblems(r.NotEvicted)))
 		errs = append(errs, ErrNotEvicted)
 	}
 	if len(r.Stuck) > 0 {
-		msgs = append(msgs, fmt.Sprintf("%d pods did not leave (%s)", len(r.Stuck), listProblems(r.Stuck)))
+		msgs = append(msgs, fmt.Sprintf("%d pods did not leave (%s)", len(r.Stuck), ListProblems(r.Stuck)))
 		errs = append(errs, ErrStuck)
 	}
 	if forcedStuck {
@@ -258,8 +262,8 @@ type drainError struct {
 func (e *drainError) Error() string   { return e.msg }
 func (e *drainError) Unwrap() []error { return e.errs }
 
-// listProblems lists up to five pods and their reasons for a message.
-func listProblems(ps []PodProblem) string {
+// ListProblems names up to five pods and why, for an Event or a log line.
+func ListProblems(ps []PodProblem) string {
 	const most = 5
 	var parts []string
 	for i, p := range ps {
@@ -371,4 +375,5 @@ func (r *Result) addWait(w waitResult) {
 	r.ForceDeleted += w.forced
 	r.Remaining += w.left + len(w.stuck)
 	r.Stuck = append(r.Stuck, w.stuck...)
+	r.Finished = append(r.Finished, w.finished...)
 }

@@ -32,8 +32,11 @@ type waitResult struct {
 	forced int
 	// stuck lists pods still present past their bound.
 	stuck []PodProblem
-	// forcedStuck: some stuck pods had been force-deleted at the deadline.
+	// forcedStuck: some pods could not be force-deleted at the deadline.
 	forcedStuck bool
+	// finished lists pods whose containers had all ended (phase Succeeded
+	// or Failed) while their objects stayed: off the node for the drain.
+	finished []PodProblem
 }
 
 // waitingPod is a pod waitGone waits for.
@@ -43,15 +46,18 @@ type waitingPod struct {
 	until time.Time
 	// grace is the grace period, in seconds, the pod got (for a report).
 	grace int64
-	// forced: force-deleted at the deadline.
-	forced bool
 }
 
 // waitGone watches the node's pods until none of pods (by UID) is left,
-// within bounds: with a deadline, at the deadline the pods left are
-// force-deleted (ForceDeleteAtDeadline) and waited for StuckAfter more, or
-// left (ErrDeadline); without one, each pod is waited for the grace period
-// it got plus StuckAfter. A pod past its bound is reported stuck, not waited
+// within bounds: with a deadline, at the deadline less the margin
+// (--deadline-margin, so that what follows, such as completing a lifecycle
+// action, happens before AWS's own timeout) the pods left are force-deleted
+// (ForceDeleteAtDeadline) and not waited for, or left (ErrDeadline): nothing
+// after the deadline delays the end of the drain. Without a deadline, each
+// pod is waited for the grace period it got plus StuckAfter. A pod whose
+// containers have all ended (phase Succeeded or Failed) is off the node for
+// the drain even while its object stays (a finalizer): it is reported in
+// finished, not waited for. A pod past its bound is reported stuck, not waited
 // on. granted holds the grace period, in seconds, each pod got (its
 // eviction's, see evictOutcome.grace); a pod not in it is counted with the
 // grace its eviction asks for (Actions.PodGrace, else its own).
@@ -64,6 +70,9 @@ type waitingPod struct {
 func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, granted map[types.UID]int64, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
 	var res waitResult
 	start := d.clock.Now()
+	if !deadline.IsZero() {
+		deadline = deadline.Add(-d.margin)
+	}
 	waiting := make(map[types.UID]*waitingPod, len(pods))
 	for _, p := range pods {
 		grace, ok := granted[p.UID]
@@ -83,6 +92,19 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		if _, ok := waiting[uid]; ok {
 			delete(waiting, uid)
 			report(func(p *Progress) { p.Gone++ })
+		}
+	}
+	// seen takes a waited-for pod's latest state: one whose containers
+	// have all ended is off the node.
+	seen := func(p *corev1.Pod) {
+		wp, ok := waiting[p.UID]
+		if !ok {
+			return
+		}
+		wp.pod = *p // its finalizers, for a report
+		if reason, done := finishedReason(p); done {
+			res.finished = append(res.finished, PodProblem{Namespace: p.Namespace, Name: p.Name, Reason: reason})
+			gone(p.UID)
 		}
 	}
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
@@ -109,9 +131,9 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				for i := range list.Items {
 					present[list.Items[i].UID] = &list.Items[i]
 				}
-				for uid, wp := range waiting {
+				for uid := range waiting {
 					if p, ok := present[uid]; ok {
-						wp.pod = *p
+						seen(p)
 					} else {
 						gone(uid)
 					}
@@ -153,13 +175,15 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 					res.left = len(waiting)
 					return res, fmt.Errorf("draining node %s: %d of %d pods still there: %w", node, len(waiting), total, ErrDeadline)
 				}
-				d.forceDeleteAll(ctx, waiting, now, &res)
+				d.forceDeleteAll(ctx, waiting, &res)
+				// Not waited for: AWS takes the instance now, and what
+				// follows (the lifecycle completion) must not wait.
+				return res, nil
 			}
 			for uid, wp := range waiting {
 				if !wp.until.IsZero() && !now.Before(wp.until) {
 					delete(waiting, uid)
 					res.stuck = append(res.stuck, d.stuckProblem(wp))
-					res.forcedStuck = res.forcedStuck || wp.forced
 				}
 			}
 		case ev, ok := <-events:
@@ -178,8 +202,8 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				}
 				if ev.Type == watch.Deleted {
 					gone(pod.UID)
-				} else if wp, mine := waiting[pod.UID]; mine {
-					wp.pod = *pod // its finalizers, for a report
+				} else {
+					seen(pod)
 				}
 			}
 		}
@@ -188,32 +212,43 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	return res, nil
 }
 
-// forceDeleteAll force-deletes the waiting pods at the deadline; each is
-// then given StuckAfter to go. A pod whose deletion fails is stuck at once.
-func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*waitingPod, now time.Time, res *waitResult) {
+// forceDeleteAll force-deletes the waiting pods at the deadline. A pod
+// whose deletion fails is reported stuck.
+func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*waitingPod, res *waitResult) {
 	for uid, wp := range waiting {
-		wp.forced = true
+		delete(waiting, uid)
 		if err := d.forceDelete(ctx, &wp.pod); err != nil {
-			delete(waiting, uid)
 			res.stuck = append(res.stuck, PodProblem{Namespace: wp.pod.Namespace, Name: wp.pod.Name, Reason: err.Error()})
 			res.forcedStuck = true
 			continue
 		}
 		res.forced++
-		wp.until = now.Add(d.stuckAfter)
 	}
 }
 
 // stuckProblem says why a pod counts as stuck.
 func (d *Drainer) stuckProblem(wp *waitingPod) PodProblem {
 	reason := fmt.Sprintf("still terminating %v after its %d s grace period (is its kubelet down?)", d.stuckAfter, wp.grace)
-	if wp.forced {
-		reason = fmt.Sprintf("still present %v after its deletion at the deadline", d.stuckAfter)
-	}
 	if f := wp.pod.Finalizers; len(f) > 0 {
 		reason += "; finalizers: " + strings.Join(f, ", ")
 	}
 	return PodProblem{Namespace: wp.pod.Namespace, Name: wp.pod.Name, Reason: reason}
+}
+
+// finishedReason says whether p's containers have all ended (phase
+// Succeeded or Failed) and, if so, what still holds its object.
+func finishedReason(p *corev1.Pod) (string, bool) {
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		return "", false
+	}
+	reason := "its containers ended (" + string(p.Status.Phase) + ")"
+	switch {
+	case len(p.Finalizers) > 0:
+		reason += "; its object is held by finalizers: " + strings.Join(p.Finalizers, ", ")
+	case p.DeletionTimestamp == nil:
+		reason += "; its object was not deleted"
+	}
+	return reason, true
 }
 
 // nextWake is the next time waitGone must act without an event: the
