@@ -54,20 +54,24 @@ func TestIMDSCompletesOwnTerminateAction(t *testing.T) {
 		if d := a.Completed.Sub(a.Started); d <= lifecycleHookTimeout*time.Second {
 			t.Errorf("action completed %s after it started, within the hook's heartbeat timeout (%ds): the test does not show heartbeats through a drain", d, lifecycleHookTimeout)
 		}
-		if w.nodeEvents("Drained") != 1 {
-			t.Errorf("Drained Events on the node = %d, want 1", w.nodeEvents("Drained"))
-		}
+		// The Events are written by the recorder's queue, a moment after
+		// the action ended: wait for them, then count them (below).
+		w.eventually(10*time.Second, "the Drained and LifecycleCompleted Events", func() bool {
+			return w.nodeEvents("Drained") >= 1 && w.nodeEvents("LifecycleCompleted") >= 1
+		})
 		// The drain outlasts the heartbeat timeout: only heartbeats sent
 		// while it ran kept the action alive.
 		if a.Heartbeats < 2 || !a.FirstHeartbeat.Before(a.Started.Add(lifecycleHookTimeout*time.Second)) {
 			t.Errorf("action heartbeated %d times, first at %s (started %s); want ≥ 2 from within its %ds timeout", a.Heartbeats,
 				a.FirstHeartbeat.Format(time.StampMilli), a.Started.Format(time.StampMilli), lifecycleHookTimeout)
 		}
-		if w.nodeEvents("LifecycleCompleted") != 1 {
-			t.Errorf("LifecycleCompleted Events on the node = %d, want 1", w.nodeEvents("LifecycleCompleted"))
-		}
 		// Once: no second completion later (the state stays Terminated).
 		time.Sleep(time.Second)
+		for _, reason := range []string{"Drained", "LifecycleCompleted"} {
+			if n := w.nodeEvents(reason); n != 1 {
+				t.Errorf("%s Events on the node = %d, want 1", reason, n)
+			}
+		}
 		if n := s.sim.Calls("CompleteLifecycleAction"); n != 1 {
 			t.Errorf("CompleteLifecycleAction called %d times, want 1", n)
 		}
