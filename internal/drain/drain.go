@@ -31,8 +31,7 @@ type Options struct {
 	// Backoff is the delay before an eviction refused by a PDB (429),
 	// conflicting (409) or failed by the server is tried again. Never zero.
 	Backoff time.Duration
-	// Margin: the drain ends Margin before a deadline, and caps grace
-	// periods to end Margin before that.
+	// Margin is kept in reserve before a deadline when capping grace periods.
 	Margin time.Duration
 	// ForceDeleteAtDeadline deletes pods still present when the deadline is
 	// reached (AWS would kill them anyway).

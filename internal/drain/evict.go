@@ -141,10 +141,7 @@ func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 	requested := d.acts.requestedGrace(pod)
 	want := requested
 	if !deadline.IsZero() {
-		// The drain ends Margin before the deadline (waitGone); a capped
-		// pod's grace ends Margin before that, so that its kubelet's kill
-		// and the pod's deletion are seen before the drain ends.
-		left := int64((deadline.Sub(d.clock.Now()) - 2*d.margin) / time.Second)
+		left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
 		want = min(want, left)
 	}
 	want = max(want, minGrace)

@@ -49,11 +49,9 @@ type waitingPod struct {
 }
 
 // waitGone watches the node's pods until none of pods (by UID) is left,
-// within bounds: with a deadline, at the deadline less the margin
-// (--deadline-margin, so that what follows, such as completing a lifecycle
-// action, happens before AWS's own timeout) the pods left are force-deleted
-// (ForceDeleteAtDeadline) and not waited for, or left (ErrDeadline): nothing
-// after the deadline delays the end of the drain. Without a deadline, each
+// within bounds: with a deadline, at the deadline the pods left are
+// force-deleted (ForceDeleteAtDeadline) and not waited for, or left
+// (ErrDeadline): nothing after the deadline delays the end of the drain. Without a deadline, each
 // pod is waited for the grace period it got plus StuckAfter. A pod whose
 // containers have all ended (phase Succeeded or Failed) is off the node for
 // the drain even while its object stays (a finalizer): it is reported in
@@ -70,9 +68,6 @@ type waitingPod struct {
 func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, granted map[types.UID]int64, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
 	var res waitResult
 	start := d.clock.Now()
-	if !deadline.IsZero() {
-		deadline = deadline.Add(-d.margin)
-	}
 	waiting := make(map[types.UID]*waitingPod, len(pods))
 	for _, p := range pods {
 		grace, ok := granted[p.UID]
