@@ -194,6 +194,35 @@ func killCgroup(path string, frozen bool) {
 	}
 }
 
+// removeCgroupTree removes the cgroup directory dir and its descendants,
+// deepest first; each removal is tried for up to a second, as a killed
+// process leaves its cgroup a moment later. Both cgroup versions use it.
+func removeCgroupTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	var errs []error
+	for _, d := range dirs {
+		var err error
+		for range 50 {
+			if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // removeCgroup removes path and its descendants from every hierarchy,
 // deepest first.
 func removeCgroup(path string) error {
@@ -206,27 +235,7 @@ func removeCgroup(path string) error {
 	}
 	var errs []error
 	for _, m := range mounts {
-		var dirs []string
-		_ = filepath.WalkDir(filepath.Join(m, path), func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		for _, d := range dirs {
-			var err error
-			for range 50 { // a killed task leaves its cgroup a moment later
-				if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
-			}
-		}
+		errs = append(errs, removeCgroupTree(filepath.Join(m, path)))
 	}
 	for _, m := range mounts {
 		_ = syscall.Rmdir(filepath.Join(m, filepath.Dir(path))) // the parent, once empty

@@ -2,12 +2,10 @@ package testenv
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -148,28 +146,7 @@ func (c cgroupV2) tasks(path string) []int { return cgroupTasks(filepath.Join(c.
 // remove removes path and its descendants, deepest first, then its parent
 // once empty.
 func (c cgroupV2) remove(path string) error {
-	var dirs []string
-	_ = filepath.WalkDir(filepath.Join(c.root, path), func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	var errs []error
-	for _, d := range dirs {
-		var err error
-		for range 50 { // a killed process leaves its cgroup a moment later
-			if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
-				err = nil
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
-		}
-	}
+	err := removeCgroupTree(filepath.Join(c.root, path))
 	_ = syscall.Rmdir(filepath.Join(c.root, filepath.Dir(path)))
-	return errors.Join(errs...)
+	return err
 }
