@@ -14,12 +14,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ErrNodeGone (wrapped) means the Node no longer exists: there is nothing
@@ -165,11 +163,6 @@ func (d *Drainer) SetAnnotations(ctx context.Context, node string, annotations m
 	}
 	return nil
 }
-
-// conflictBackoff spaces retries of a node update that met a concurrent
-// writer (kubelet status, other controllers, parallel cordons). client-go's
-// DefaultBackoff gives up after 4 tries in ~50 ms, too soon for a busy node.
-var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
 
 func setAnnotation(n *corev1.Node, k, v string) {
 	if n.Annotations == nil {

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	// The JSON merge patch library client-go and the API server use.
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -29,7 +30,7 @@ import (
 func (d *Drainer) modify(ctx context.Context, node, what string, mutate func(n *corev1.Node) bool) (bool, error) {
 	changed := false
 	first := true
-	err := retry.RetryOnConflict(conflictBackoff, func() error {
+	err := retryOnConflict(ctx, func() error {
 		n, err := d.readNode(ctx, node, first)
 		first = false
 		if err != nil {
@@ -88,4 +89,32 @@ func nodePatch(orig, modified *corev1.Node) ([]byte, error) {
 	}
 	meta["resourceVersion"] = orig.ResourceVersion
 	return json.Marshal(p)
+}
+
+// conflictTries bounds the tries of a node write refused with 409 Conflict
+// (kubelet status, other controllers, parallel cordons); the pause between
+// tries doubles from 10 ms up to a second, jittered. client-go's
+// retry.DefaultBackoff gives up after 4 tries in ~50 ms, and a wait.Backoff
+// with a Cap stops at the cap: a controller updating the node in a tight
+// loop refused every try of that for ~4.5 s in test/fault. Thirty tries
+// keep at it for ~25 s of continuous contention; then the step's own retry
+// takes over. The pauses are wall time, as the contention is.
+const conflictTries = 30
+
+func retryOnConflict(ctx context.Context, write func() error) error {
+	pause := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := write()
+		if !apierrors.IsConflict(err) || try == conflictTries {
+			return err
+		}
+		t := time.NewTimer(wait.Jitter(pause, 0.5))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }

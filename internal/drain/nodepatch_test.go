@@ -26,13 +26,16 @@ import (
 // and PATCH (JSON merge patch) merges into it, both refused with 409
 // Conflict when they carry a resourceVersion that is not the current one.
 // before, if set, runs once before the first write is handled: another
-// writer's change lands between lifeboat's read and its write.
+// writer's change lands between lifeboat's read and its write. contend is
+// how many writes another writer's label update lands before (each of them
+// is then refused, as a controller updating the node in a tight loop does).
 type nodeServer struct {
-	t      *testing.T
-	mu     sync.Mutex
-	raw    map[string]any
-	rv     int
-	before func(raw map[string]any)
+	t       *testing.T
+	mu      sync.Mutex
+	raw     map[string]any
+	rv      int
+	before  func(raw map[string]any)
+	contend int
 	writes []string // methods of the writes received
 	reqs   int
 }
@@ -67,6 +70,17 @@ func (s *nodeServer) serve(w http.ResponseWriter, r *http.Request) {
 			s.before(s.raw)
 			s.rv++
 			s.before = nil
+		}
+		if s.contend > 0 {
+			s.contend--
+			meta := s.raw["metadata"].(map[string]any)
+			labels, _ := meta["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+				meta["labels"] = labels
+			}
+			labels["example.com/writer"] = strconv.Itoa(s.rv)
+			s.rv++
 		}
 		var in map[string]any
 		if err := json.Unmarshal(body, &in); err != nil {
@@ -188,6 +202,30 @@ func TestCordonRetriedOnAFreshReadAfterAConcurrentWrite(t *testing.T) {
 	}
 	if len(s.writes) != 2 {
 		t.Errorf("writes %v; want the refused one and its retry", s.writes)
+	}
+}
+
+// Another controller updates the node in a tight loop, so lifeboat's
+// writes keep meeting 409 Conflict for seconds (test/fault's
+// TestKubeNodeConflicts saw the done-events record given up after ten
+// refusals in ~4.5 s): the write keeps trying on fresh reads, and lands
+// beside the other writer's label.
+func TestAnnotationWriteOutlastsAWriterContendingForSeconds(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	s.contend = 10
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
+	err := d.UpdateAnnotations(context.Background(), "n", func(map[string]string) map[string]string {
+		return map[string]string{"lifeboat.io/drained": "2026-11-25T12:00:00Z"}
+	})
+	if err != nil {
+		t.Fatalf("gave up under contention: %v", err)
+	}
+	n := s.node()
+	if n.Annotations["lifeboat.io/drained"] == "" || n.Labels["example.com/writer"] == "" {
+		t.Errorf("annotations %v, labels %v; want lifeboat's annotation and the other writer's label", n.Annotations, n.Labels)
+	}
+	if len(s.writes) != 11 {
+		t.Errorf("%d writes; want the 10 refused and the one that landed", len(s.writes))
 	}
 }
 

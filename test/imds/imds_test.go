@@ -80,6 +80,10 @@ func TestTargetLifecycleTerminatedHeld(t *testing.T) {
 			t.Fatalf("pod %s still exists after Drained", p)
 		}
 	}
+	// The work ends with the node's record (lifeboat.io/drained, written
+	// just after the Drained Event): the hold starts once it is written, or
+	// that write would count as one made while the state was held.
+	w.eventually(10*time.Second, "the node's drained record", func() bool { return w.nodeNow().Annotations["lifeboat.io/drained"] != "" })
 	if _, ok := taintValue(w.nodeNow(), taintTerminate); !ok {
 		t.Errorf("node taints %v, want %s", lifeboatTaints(w.nodeNow()), taintTerminate)
 	}
