@@ -36,8 +36,8 @@ type nodeServer struct {
 	rv      int
 	before  func(raw map[string]any)
 	contend int
-	writes []string // methods of the writes received
-	reqs   int
+	writes  []string // methods of the writes received
+	reqs    int
 }
 
 func newNodeServer(t *testing.T, rawNode string) (*nodeServer, *kube.REST) {
