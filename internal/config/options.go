@@ -152,7 +152,7 @@ var options = []option{
 		bind: durOpt(func(c *Config) *time.Duration { return &c.ScheduledChangeLead })},
 	{name: "force-delete-at-deadline", def: "false", usage: "when AWS's deadline is about to pass, delete the pods still running (they would be killed anyway); needs pods/delete",
 		bind: boolOpt(func(c *Config) *bool { return &c.ForceDeleteAtDeadline })},
-	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline when capping grace periods",
+	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.EvictionBackoff })},

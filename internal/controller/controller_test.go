@@ -31,6 +31,17 @@ type fakeDrainer struct {
 	drains  map[string]int
 	release chan struct{}
 	pods    []string // the pods a drain reports evicted
+	// deadlines are the deadlines the drains were given, in order.
+	deadlines []time.Time
+}
+
+func (f *fakeDrainer) lastDeadline() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.deadlines) == 0 {
+		return time.Time{}
+	}
+	return f.deadlines[len(f.deadlines)-1]
 }
 
 func (f *fakeDrainer) Cordon(_ context.Context, node string, _ []string, _ string, _ map[string]string) (bool, error) {
@@ -44,9 +55,10 @@ func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool,
 	return true, nil
 }
 
-func (f *fakeDrainer) Drain(ctx context.Context, node string, _ time.Time, _ func(drain.Progress)) (drain.Result, error) {
+func (f *fakeDrainer) Drain(ctx context.Context, node string, deadline time.Time, _ func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()
 	f.drains[node]++
+	f.deadlines = append(f.deadlines, deadline)
 	f.mu.Unlock()
 	select {
 	case <-f.release:

@@ -65,6 +65,21 @@ func TestCompleteLifecycleActionDelayCappedByDeadline(t *testing.T) {
 	}
 }
 
+// Issue 23 item 2: the drain of a terminate action ends --deadline-margin
+// before the action's own timeout (its start plus the hook's global
+// timeout), so that the completion after it reaches Auto Scaling in time.
+func TestTerminateDrainEndsAMarginBeforeTheActionTimesOut(t *testing.T) {
+	lc := &fakeLifecycle{owned: true, hook: lifecycle.Hook{HeartbeatTimeout: 30 * time.Second, GlobalTimeout: time.Hour}}
+	c, _, _ := startLifecycleWith(t, lc, nil, true, func(o *Options) { o.DeadlineMargin = 5 * time.Second }, readyNode("node-a", instA))
+	d := c.Drainer.(*fakeDrainer)
+	c.Submit("node-a", instA, time.Time{}, events(t, lifecycleBody(event.TransitionTerminating, instA, "tok-margin")), 1)
+	waitFor(t, "a drain planned against the hook's timeout", func() bool { return !d.lastDeadline().IsZero() })
+	actionStart := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // the message's time
+	if got, want := d.lastDeadline(), actionStart.Add(time.Hour-5*time.Second); !got.Equal(want) {
+		t.Errorf("drain deadline %v, want %v (the action's start + the 1 h global timeout - the 5 s margin)", got, want)
+	}
+}
+
 // --heartbeat-until: heartbeats stop that long after the action started
 // (its event's time, so a restart does not extend them), and the action's
 // deadline moves to one heartbeat timeout after the last heartbeat.

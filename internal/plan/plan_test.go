@@ -123,3 +123,27 @@ func TestFor(t *testing.T) {
 		})
 	}
 }
+
+// Issue 23 item 2: a drain whose lifecycle actions are completed after it
+// ends --deadline-margin before AWS's deadline; any other drain (a Spot
+// notice: nothing follows it) runs to the deadline.
+func TestDrainEnd(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	action := []event.LifecycleAction{{GroupName: "g", HookName: "h", Token: "t"}}
+	tests := []struct {
+		name string
+		p    Plan
+		want time.Time
+	}{
+		{"no deadline", Plan{Lifecycle: action}, time.Time{}},
+		{"no lifecycle action to complete", Plan{Deadline: at}, at},
+		{"a lifecycle action to complete", Plan{Deadline: at, Lifecycle: action}, at.Add(-5 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.DrainEnd(5 * time.Second); !got.Equal(tt.want) {
+				t.Errorf("DrainEnd = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -27,7 +27,10 @@ func TestNTHLifecycleTiming(t *testing.T) {
 		{"heartbeat until", []string{"HEARTBEAT_UNTIL=4"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{env: tc.env})
+			// Time is scaled: the 2 s heartbeat timeout stands for AWS's
+			// 30 s minimum, so the 5 s --deadline-margin (kept before the
+			// action's timeout, issue 23 item 2) scales to 300 ms.
+			h := newHarness(t, harnessOptions{env: tc.env, flags: []string{"--deadline-margin", "300ms"}})
 			group := "nthlc-" + testenv.UniqueName("g")
 			id := h.CreateGroup(group, 1)[0]
 			node := h.NodeName(id)

@@ -45,7 +45,7 @@ func TestAWSFaults(t *testing.T) {
 	s := seed(t)
 	rate := faultRate(t)
 	w := newWorld(t, worldOptions{
-		flags:     []string{"--unknown-instance", "delete", "--heartbeat-interval", "2s"},
+		flags:     []string{"--unknown-instance", "delete", "--heartbeat-interval", "2s", "--deadline-margin", "2s"},
 		sqsFaults: testenv.FaultProxyOptions{Rate: rate, Seed: s, Hang: time.Second},
 		asFaults:  testenv.FaultProxyOptions{Rate: rate, Seed: s + 1, Hang: time.Second},
 	})
@@ -53,7 +53,8 @@ func TestAWSFaults(t *testing.T) {
 	ids := w.CreateGroup(group, 6)
 	// A 10 s hook timeout with heartbeats every 2 s (--heartbeat-interval):
 	// the same ratio of margin to SDK backoff as AWS's 30 s minimum with
-	// the default interval of half the timeout.
+	// the default interval of half the timeout; the --deadline-margin kept
+	// before the action's timeout scales alike (5 s of 30 s: 2 s of 10 s).
 	w.PutHook(group, "drain", terminating, 10, "ABANDON")
 	w.PutHook(group, "launch", launching, 10, "ABANDON")
 	ns := kube.Namespace(t)
