@@ -215,7 +215,7 @@ func TestAnnotationWriteOutlastsAWriterContendingForSeconds(t *testing.T) {
 	s.contend = 10
 	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
 	err := d.UpdateAnnotations(context.Background(), "n", func(map[string]string) map[string]string {
-		return map[string]string{"lifeboat.io/drained": "2026-11-25T12:00:00Z"}
+		return map[string]string{"lifeboat.io/drained": "recorded"}
 	})
 	if err != nil {
 		t.Fatalf("gave up under contention: %v", err)
