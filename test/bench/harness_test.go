@@ -512,8 +512,13 @@ func createNodeWithPods(ctx context.Context, env *testenv.Env, ns, name, instanc
 	if _, err := env.CreateNode(ctx, testenv.NodeSpec{Name: name, InstanceID: instanceID, AZ: az}); err != nil {
 		return err
 	}
-	for range podsPer {
-		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Node: name, Grace: -1}); err != nil {
+	// Pods are named after their node: six random letters from
+	// Kubernetes' 27-letter alphabet collide more often than not among
+	// 20,000 pods in one namespace (a 5,000-node run, 2 pods each for the
+	// floor and again for lifeboat, aborted on "pods ...
+	// already exists").
+	for k := range podsPer {
+		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, k), Node: name, Grace: -1}); err != nil {
 			return err
 		}
 	}
