@@ -98,16 +98,12 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
-	// The drain forecast's warning is in the Spot scene, before AWS's
-	// deadline: worker's 300 s grace cannot fit the notice.
-	if !hasFact(byScene[sceneSpot], stepForecast, "worker (GraceExceedsTimeLeft") {
-		t.Errorf("spot scene: no DrainForecastMiss naming worker: %v", texts(byScene[sceneSpot], stepForecast))
-	} else {
-		for _, s := range r.Scenes {
-			if at := firstAt(byScene[sceneSpot], stepForecast); s.Name == sceneSpot && (len(s.Deadlines) == 0 || !at.Before(s.Deadlines[0].At)) {
-				t.Errorf("spot scene: the forecast warning at %v is not before the deadline %v", at, s.Deadlines)
-			}
-		}
+	// Issue 23 item 6: worker's 300 s grace exceeds the notice, but its
+	// shutdown (a 2 s preStop exec hook) takes seconds, and checkout's
+	// budget frees a disruption once a replacement is Ready: the forecast's
+	// worst case is only logged, never warned about (the drain makes it).
+	if got := texts(byScene[sceneSpot], stepForecast); len(got) > 0 {
+		t.Errorf("spot scene: DrainForecastMiss for a drain that makes it: %v", got)
 	}
 	// Progress counts up to the whole drain.
 	if !hasFact(byScene[sceneSpot], stepEvicted, "gone 3/3") {

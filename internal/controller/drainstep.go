@@ -24,7 +24,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	defer cancel()
 	// The forecast watches the drain until it ends (forecast.go).
 	forecasting := c.startForecast(dctx, w, p)
-	defer func() { cancel(); <-forecasting }()
+	defer func() { cancel(); forecasting.stop() }()
 	type outcome struct {
 		res drain.Result
 		err error
@@ -63,6 +63,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		return errRestart
 	}
 	draining(o.res.Evicted + o.res.ForceDeleted + o.res.Remaining) // no progress: nothing was to evict
+	c.forecastOutcome(forecasting, o.res, o.err)
 	c.recordPods(w, o.res.Pods)
 	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
 	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))

@@ -2,13 +2,16 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 
+	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/forecast"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -34,23 +37,52 @@ const (
 	maxForecastEvery = 15 * time.Second
 )
 
+// forecastRun is the forecast of one drain, running beside it.
+type forecastRun struct {
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	mu      sync.Mutex
+	class   forecast.Class // the gravest class forecast so far; "": none made
+}
+
+// note records the class of a forecast: a drain's class is the gravest
+// any of its forecasts had (certain-miss, then possible-miss, then clear).
+func (r *forecastRun) note(cl forecast.Class) {
+	rank := map[forecast.Class]int{"": 0, forecast.Clear: 1, forecast.PossibleMiss: 2, forecast.CertainMiss: 3}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rank[cl] > rank[r.class] {
+		r.class = cl
+	}
+}
+
+// stop ends the forecast and returns its class ("": none was made).
+func (r *forecastRun) stop() forecast.Class {
+	r.cancel()
+	<-r.stopped
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.class
+}
+
 // startForecast forecasts the node's drain now and again while it runs,
-// until ctx ends, the deadline passes or a miss was reported. The
-// returned channel is closed when it has stopped.
-func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan) <-chan struct{} {
-	stopped := make(chan struct{})
+// until ctx ends, the run is stopped, the deadline passes or a certain
+// miss was reported.
+func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan) *forecastRun {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &forecastRun{cancel: cancel, stopped: make(chan struct{})}
 	if c.Forecast == nil || p.Deadline.IsZero() {
-		close(stopped)
-		return stopped
+		close(r.stopped)
+		return r
 	}
 	started := c.Clock.Now() // the drain's start, from which --node-grace-period counts
 	go func() {
-		defer close(stopped)
+		defer close(r.stopped)
 		first := true
 		for {
 			now := c.Clock.Now()
 			left := p.Deadline.Sub(now)
-			if left <= 0 || c.forecastOnce(ctx, w, p, started, first) {
+			if left <= 0 || c.forecastOnce(ctx, w, p, r, started, first) {
 				return
 			}
 			first = false
@@ -61,12 +93,39 @@ func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan
 			}
 		}
 	}()
-	return stopped
+	return r
 }
 
-// forecastOnce computes one forecast and reports a miss; it returns true
-// when there is nothing more to watch (a miss was reported for this work).
-func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan, started time.Time, first bool) bool {
+// forecastOutcome stops the drain's forecast and records whether it came
+// true (lifeboat_drain_forecast_outcomes_total): the drain ended with pods
+// on the node at its deadline, left or force-deleted (missed), empty
+// before it but with grace periods cut to fit it (grace-cut: whether a pod
+// needed the time it lost is not known), or empty before it (made). A
+// drain that ended otherwise (an error it retries, a cancellation) and
+// one that was not forecast are not recorded.
+func (c *Controller) forecastOutcome(r *forecastRun, res drain.Result, err error) {
+	class := r.stop()
+	ended := err == nil || errors.Is(err, drain.ErrDeadline) || errors.Is(err, drain.ErrNotEvicted) || errors.Is(err, drain.ErrStuck)
+	if class == "" || !ended {
+		return
+	}
+	var outcome string
+	switch {
+	case errors.Is(err, drain.ErrDeadline) || res.ForceDeleted > 0 || res.Remaining > 0:
+		outcome = "missed"
+	case res.GraceCapped > 0:
+		outcome = "grace-cut"
+	default:
+		outcome = "made"
+	}
+	c.Metrics.ForecastOutcomes.WithLabelValues(string(class), outcome).Inc()
+}
+
+// forecastOnce computes one forecast and reports a certain miss; it
+// returns true when there is nothing more to watch (a certain miss was
+// reported for this work). The worst case (every pod uses its whole
+// grace) is logged at the first forecast of a drain, not warned about.
+func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan, r *forecastRun, started time.Time, first bool) bool {
 	pods, pdbs, err := c.Forecast.ForecastInputs(ctx, w.name)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -78,15 +137,21 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 	podGrace, nodeGrace := c.Forecast.DrainGrace()
 	f := forecast.For(forecast.Input{Now: now, Deadline: p.Deadline, Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs,
 		PodGrace: podGrace, NodeGrace: nodeGrace, Started: started})
+	r.note(f.Class())
+	certain := f.CertainMisses()
 	if first {
 		toEmpty := "unbounded (a PodDisruptionBudget blocks)"
 		if f.Bounded {
 			toEmpty = f.ToEmpty.String()
 		}
-		c.Log.Info("drain forecast", "node", w.name, "pods", f.Pods, "timeLeft", f.TimeLeft.Round(time.Millisecond).String(),
-			"toEmpty", toEmpty, "misses", len(f.Misses))
+		attrs := []any{"node", w.name, "pods", f.Pods, "timeLeft", f.TimeLeft.Round(time.Millisecond).String(),
+			"toEmpty", toEmpty, "misses", len(f.Misses), "certain", len(certain), "class", string(f.Class())}
+		if f.Missed() {
+			attrs = append(attrs, "worstCase", listMisses(f.Misses))
+		}
+		c.Log.Info("drain forecast", attrs...)
 	}
-	if !f.Missed() {
+	if len(certain) == 0 {
 		return false
 	}
 	c.mu.Lock()
@@ -97,18 +162,18 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 		return true
 	}
 	c.Metrics.ForecastMisses.Inc()
-	names := make([]string, 0, len(f.Misses))
-	for _, m := range f.Misses {
+	names := make([]string, 0, len(certain))
+	for _, m := range certain {
 		names = append(names, m.Namespace+"/"+m.Name)
 	}
-	msg := fmt.Sprintf("drain forecast: %d of %d pods will not be gone before AWS's deadline %s (%s left): %s",
-		len(f.Misses), f.Pods, fmtDeadline(p.Deadline), f.TimeLeft.Round(time.Second), listMisses(f.Misses))
+	msg := fmt.Sprintf("drain forecast: %d of %d pods cannot finish their shutdown before AWS's deadline %s (%s left), whatever they do: %s",
+		len(certain), f.Pods, fmtDeadline(p.Deadline), f.TimeLeft.Round(time.Second), listMisses(certain))
 	c.report(w, corev1.EventTypeWarning, reasonForecastMiss, "forecast", msg)
 	c.notifyOnce(w, notify.PhaseForecastMiss, p, msg, names...)
 	if c.Recorder != nil {
-		for _, m := range f.Misses {
+		for _, m := range certain {
 			ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: m.Namespace, Name: m.Name, UID: m.UID}
-			c.Recorder.Event(ref, corev1.EventTypeWarning, reasonForecastMiss, fmt.Sprintf("node %s is drained for %s; this pod will not be gone before AWS's deadline %s: %s: %s",
+			c.Recorder.Event(ref, corev1.EventTypeWarning, reasonForecastMiss, fmt.Sprintf("node %s is drained for %s; this pod cannot finish its shutdown before AWS's deadline %s, whatever it does: %s: %s",
 				w.name, p.Reason, fmtDeadline(p.Deadline), m.Reason, m.Detail))
 		}
 	}

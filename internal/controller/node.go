@@ -176,6 +176,9 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		return nil, errWait{until: p.NotBefore}
 	}
 	if p.Undo {
+		c.mu.Lock()
+		delete(w.reported, reasonCordoned) // a cordon after the undo is reported again
+		c.mu.Unlock()
 		return p.Waiting, c.undo(ctx, w)
 	}
 	c.reportOnce(w, "InterruptionReceived", corev1.EventTypeNormal, "receive", received(evs, p))
@@ -195,16 +198,35 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 		return nil, err
 	}
 	if changed {
-		c.Metrics.Actions.WithLabelValues("cordon", "ok").Inc()
-		c.Metrics.ActionDuration.WithLabelValues("cordon").Observe(c.Clock.Since(start).Seconds())
-		c.Metrics.ToCordoned.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
-		c.report(w, corev1.EventTypeNormal, "Cordoned", "cordon", fmt.Sprintf("%s: cordoned and tainted %v", p.Reason, p.TaintKeys))
+		c.cordonChanged(w, p, start)
 	}
 	c.notifyOnce(w, notify.PhaseReceived, p, "")
 	if !p.Drain {
 		return p.Waiting, nil
 	}
 	return p.Waiting, c.drain(ctx, w, p)
+}
+
+// reasonCordoned is the Event reason of a node cordoned and tainted.
+const reasonCordoned = "Cordoned"
+
+// cordonChanged records a cordon write that changed the node. The first
+// of a piece of work is the cordon: counted, timed and reported
+// (Cordoned). A plan made again for the same work (a new event mid-drain)
+// writes again when it adds a taint or changes the events annotation:
+// that is logged only, with the taints the node now has from lifeboat.
+func (c *Controller) cordonChanged(w *nodeWork, p plan.Plan, start time.Time) {
+	c.mu.Lock()
+	again := w.reported[reasonCordoned]
+	c.mu.Unlock()
+	if again {
+		c.Log.Info("cordon updated", "node", w.name, "instanceID", w.instanceID, "reason", string(p.Reason), "taints", p.TaintKeys)
+		return
+	}
+	c.Metrics.Actions.WithLabelValues("cordon", "ok").Inc()
+	c.Metrics.ActionDuration.WithLabelValues("cordon").Observe(c.Clock.Since(start).Seconds())
+	c.Metrics.ToCordoned.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
+	c.report(w, corev1.EventTypeNormal, reasonCordoned, "cordon", fmt.Sprintf("%s: cordoned and tainted %v", p.Reason, p.TaintKeys))
 }
 
 // finish records a successful reconcile: the events it settled (all but

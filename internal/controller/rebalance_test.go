@@ -83,9 +83,8 @@ func TestRebalanceCordonExpires(t *testing.T) {
 	if hasTaint(n, rebalanceTaint) || n.Annotations[AnnotationRebalanceExpires] != "" || n.Annotations[drain.AnnotationCordoned] != "" {
 		t.Errorf("after expiry: taints %v, annotations %v; want lifeboat's taint and annotations gone", n.Spec.Taints, n.Annotations)
 	}
-	if !sawEvent(rec, "Normal RebalanceCordonExpired") {
-		t.Error("no RebalanceCordonExpired Event")
-	}
+	// The Event is reported after the write the test saw.
+	waitFor(t, "a RebalanceCordonExpired Event", func() bool { return sawEvent(rec, "Normal RebalanceCordonExpired") })
 }
 
 // An interruption after the recommendation keeps the cordon: only the

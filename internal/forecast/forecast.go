@@ -11,7 +11,9 @@
 // period once asked to leave (a preStop hook usually does; kubelet allows
 // no more), and a budget's allowed disruptions are assumed not to grow
 // before the deadline (a replacement pod becoming ready would free one,
-// which lifeboat cannot know in advance).
+// which lifeboat cannot know in advance). That worst case names every pod
+// that may miss; most stop sooner. Each miss also says whether it is
+// certain: the pod cannot be gone whatever it does (certain.go).
 package forecast
 
 import (
@@ -81,8 +83,16 @@ type Miss struct {
 	UID             types.UID
 	Reason          Reason
 	// Detail is a sentence for people: the budget, the grace period and
-	// the time left.
+	// the time left (and, for a certain miss, why it is certain).
 	Detail string
+	// Certain: the pod cannot be gone (or its preStop hook end) before
+	// the deadline whatever it does: a budget that allows no disruption
+	// and expects no replacement, a preStop sleep longer than the time the
+	// pod can have, or a place in the drain order behind such a pod.
+	// Otherwise the miss is only possible: it needs the pod to use its
+	// whole grace period, or a budget to stay closed while a pod it
+	// expects may still become ready.
+	Certain bool
 }
 
 func (m Miss) String() string {
@@ -108,8 +118,43 @@ type Forecast struct {
 	Misses []Miss
 }
 
-// Missed reports whether the drain is expected to miss the deadline.
+// Missed reports whether the drain is expected to miss the deadline in the
+// worst case.
 func (f Forecast) Missed() bool { return len(f.Misses) > 0 }
+
+// CertainMisses returns the misses that are certain, in drain order.
+func (f Forecast) CertainMisses() []Miss {
+	var out []Miss
+	for _, m := range f.Misses {
+		if m.Certain {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Class sums a forecast up: a miss is certain, only possible, or none.
+type Class string
+
+const (
+	// CertainMiss: at least one pod certainly misses the deadline.
+	CertainMiss Class = "certain-miss"
+	// PossibleMiss: pods miss it only in the worst case.
+	PossibleMiss Class = "possible-miss"
+	// Clear: every pod is gone before the deadline even in the worst case.
+	Clear Class = "clear"
+)
+
+// Class is the forecast's class.
+func (f Forecast) Class() Class {
+	switch {
+	case len(f.CertainMisses()) > 0:
+		return CertainMiss
+	case f.Missed():
+		return PossibleMiss
+	}
+	return Clear
+}
 
 // For forecasts one node's drain.
 func For(in Input) Forecast {
@@ -144,21 +189,30 @@ func For(in Input) Forecast {
 			}
 		}
 	}
-	miss := func(p *corev1.Pod, r Reason, detail string) {
-		if hasDeadline {
-			f.Misses = append(f.Misses, Miss{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: r, Detail: detail})
+	miss := func(p *corev1.Pod, r Reason, detail, certain string) {
+		if !hasDeadline {
+			return
 		}
+		m := Miss{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Reason: r, Detail: detail, Certain: certain != ""}
+		if m.Certain {
+			m.Detail += "; certain: " + certain
+		}
+		f.Misses = append(f.Misses, m)
 	}
-	// start is when the current group's evictions begin (from now);
-	// blocked means an earlier group never empties before the deadline.
-	var start time.Duration
-	blocked := false
+	// start is when the current group's evictions begin (from now) in the
+	// worst case, soonest in the best (every pod leaves as soon as it
+	// can); blocked means an earlier group never empties before the
+	// deadline, surely when surelyBlocked.
+	var start, soonest time.Duration
+	blocked, surelyBlocked := false, false
 	for gi, group := range drain.Order(in.Pods) {
-		end := start
-		groupBlocked := false
+		end, soonestEnd := start, soonest
+		groupBlocked, groupSurelyBlocked := false, false
 		for i := range group {
 			p := &group[i]
 			grace := drain.EvictionGrace(p, in.PodGrace)
+			// cut says why the pod's preStop hook is surely cut, if it is.
+			cut := preStopCut(p, grace, usable-soonest)
 			graceNote := ""
 			if in.PodGrace > 0 {
 				graceNote = " (--pod-grace-period)"
@@ -166,24 +220,32 @@ func For(in Input) Forecast {
 			if p.DeletionTimestamp != nil {
 				// Already asked to leave: gone by its deletion timestamp
 				// (now plus the grace period it was given).
+				// When it stops is unknown: never a certain miss.
 				left := max(p.DeletionTimestamp.Sub(in.Now), 0)
 				end = max(end, left)
 				if hasDeadline && left > usable {
-					miss(p, GraceExceedsTimeLeft, fmt.Sprintf("terminating until %s, after %s", p.DeletionTimestamp.UTC().Format(time.RFC3339), before))
+					miss(p, GraceExceedsTimeLeft, fmt.Sprintf("terminating until %s, after %s", p.DeletionTimestamp.UTC().Format(time.RFC3339), before), "")
 				}
 				continue
 			}
 			if blocked {
-				miss(p, OrderedTooLate, fmt.Sprintf("drained in group %d, after a pod a PodDisruptionBudget blocks until the deadline", gi+1))
+				certain := ""
+				if surelyBlocked {
+					certain = "a pod drained before it can never leave"
+				}
+				miss(p, OrderedTooLate, fmt.Sprintf("drained in group %d, after a pod a PodDisruptionBudget blocks until the deadline", gi+1), certain)
 				continue
 			}
 			if idx := blocking(p, in.PDBs, allowed); len(idx) > 0 {
 				groupBlocked = true
 				f.Bounded = false
-				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx, onNode))
+				certain := closedFor(p, in.PDBs, idx)
+				groupSurelyBlocked = groupSurelyBlocked || certain != ""
+				miss(p, PDBBlocks, blockedDetail(in.PDBs, idx, onNode), certain)
 				continue
 			}
 			consume(p, in.PDBs, allowed)
+			soonestEnd = max(soonestEnd, soonestGone(p, grace, soonest, usable, hasDeadline))
 			if !hasDeadline || start+grace <= usable {
 				end = max(end, start+grace)
 				continue
@@ -197,15 +259,14 @@ func For(in Input) Forecast {
 			}
 			if grace <= usable {
 				miss(p, OrderedTooLate, fmt.Sprintf("asked to leave %s from now (group %d, system-critical pods last) with a grace period of %s%s; %s left before %s: %s",
-					start.Round(time.Second), gi+1, grace, graceNote, usable.Round(time.Second), before, hook))
+					start.Round(time.Second), gi+1, grace, graceNote, usable.Round(time.Second), before, hook), cut)
 			} else {
-				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s%s, %s left before %s: %s", grace, graceNote, usable.Round(time.Second), before, hook))
+				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s%s, %s left before %s: %s", grace, graceNote, usable.Round(time.Second), before, hook), cut)
 			}
 		}
-		if groupBlocked {
-			blocked = true
-		}
-		start = end
+		blocked = blocked || groupBlocked
+		surelyBlocked = surelyBlocked || groupSurelyBlocked
+		start, soonest = end, soonestEnd
 	}
 	if f.Bounded {
 		f.ToEmpty = start

@@ -222,3 +222,134 @@ func TestForUsesTheDrainsGrace(t *testing.T) {
 		})
 	}
 }
+
+func ready() podOpt {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+}
+func sleepFor(s int64) podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: s}}}
+	}
+}
+func execPreStop() podOpt {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "600"}}}}
+	}
+}
+
+// healthy sets a budget's status: healthy of expected pods are healthy.
+func healthy(b policyv1.PodDisruptionBudget, healthy, expected int32) policyv1.PodDisruptionBudget {
+	b.Status.CurrentHealthy, b.Status.ExpectedPods = healthy, expected
+	return b
+}
+
+// Issue 23 item 6: the worst case names every pod that may miss; a miss is
+// certain only when the pod cannot be gone before the deadline whatever
+// it does.
+func TestForCertainty(t *testing.T) {
+	spot := now.Add(2 * time.Minute)
+	type certain struct {
+		Name    string
+		Reason  Reason
+		Certain bool
+	}
+	stale := healthy(pdb("db", "db", 0), 1, 1)
+	stale.Generation = 2
+	stale.Status.ObservedGeneration = 1
+	tests := []struct {
+		name      string
+		podGrace  time.Duration
+		pods      []corev1.Pod
+		pdbs      []policyv1.PodDisruptionBudget
+		want      []certain
+		wantClass Class
+	}{
+		{name: "nothing misses", pods: []corev1.Pod{pod("web", ready())}, wantClass: Clear},
+		{name: "budget closed, every expected pod healthy: certain", pods: []corev1.Pod{pod("db", ready())},
+			pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 1)}, want: []certain{{"db", PDBBlocks, true}}, wantClass: CertainMiss},
+		{name: "budget closed, a replacement on its way: possible", pods: []corev1.Pod{pod("db", ready())},
+			pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 2)}, want: []certain{{"db", PDBBlocks, false}}, wantClass: PossibleMiss},
+		{name: "budget closed, pod not Ready (may be evicted as unhealthy): possible", pods: []corev1.Pod{pod("db")},
+			pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 1)}, want: []certain{{"db", PDBBlocks, false}}, wantClass: PossibleMiss},
+		{name: "budget status not yet observed: possible", pods: []corev1.Pod{pod("db", ready())},
+			pdbs: []policyv1.PodDisruptionBudget{stale}, want: []certain{{"db", PDBBlocks, false}}, wantClass: PossibleMiss},
+		{name: "budget allowing one for two pods: the replacement of the first may free one: possible",
+			pods: []corev1.Pod{pod("db-0", app("db"), ready()), pod("db-1", app("db"), ready())},
+			pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 1), 2, 2)}, want: []certain{{"db-1", PDBBlocks, false}}, wantClass: PossibleMiss},
+		{name: "two budgets, one closed for good: certain", pods: []corev1.Pod{pod("db", ready())},
+			pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 2), healthy(pdb("all", "db", 0), 3, 3)},
+			want: []certain{{"db", PDBBlocks, true}}, wantClass: CertainMiss},
+		{name: "grace longer than the notice, no hook: possible (it may stop sooner)", pods: []corev1.Pod{pod("batch", grace(600))},
+			want: []certain{{"batch", GraceExceedsTimeLeft, false}}, wantClass: PossibleMiss},
+		{name: "preStop sleep longer than the time left: certain", pods: []corev1.Pod{pod("batch", grace(600), sleepFor(300))},
+			want: []certain{{"batch", GraceExceedsTimeLeft, true}}, wantClass: CertainMiss},
+		{name: "preStop sleep that fits: possible", pods: []corev1.Pod{pod("batch", grace(600), sleepFor(60))},
+			want: []certain{{"batch", GraceExceedsTimeLeft, false}}, wantClass: PossibleMiss},
+		{name: "preStop exec of unknown length: possible", pods: []corev1.Pod{pod("batch", grace(600), execPreStop())},
+			want: []certain{{"batch", GraceExceedsTimeLeft, false}}, wantClass: PossibleMiss},
+		{name: "preStop sleep longer than the time left, cut by its own grace that fits: clear",
+			pods: []corev1.Pod{pod("batch", grace(60), sleepFor(300))}, wantClass: Clear},
+		{name: "--pod-grace-period longer than the notice and a long preStop sleep: certain", podGrace: 5 * time.Minute,
+			pods: []corev1.Pod{pod("web", sleepFor(150))}, want: []certain{{"web", GraceExceedsTimeLeft, true}}, wantClass: CertainMiss},
+		{name: "--pod-grace-period that fits: the long preStop sleep is cut by it, not by the deadline", podGrace: time.Minute,
+			pods: []corev1.Pod{pod("web", grace(600), sleepFor(150))}, wantClass: Clear},
+		{name: "ordered too late behind a worst case: possible",
+			pods: []corev1.Pod{pod("worker", grace(90)), pod("dns", critical(), grace(60))},
+			want: []certain{{"dns", OrderedTooLate, false}}, wantClass: PossibleMiss},
+		{name: "ordered too late behind a pod whose preStop sleep cannot be shorter: certain",
+			pods: []corev1.Pod{pod("worker", grace(90), sleepFor(90)), pod("dns", critical(), grace(60), sleepFor(60))},
+			want: []certain{{"dns", OrderedTooLate, true}}, wantClass: CertainMiss},
+		{name: "ordered behind a certain block: certain",
+			pods: []corev1.Pod{pod("db", ready()), pod("dns", critical())}, pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 1)},
+			want: []certain{{"db", PDBBlocks, true}, {"dns", OrderedTooLate, true}}, wantClass: CertainMiss},
+		{name: "ordered behind a possible block: possible",
+			pods: []corev1.Pod{pod("db", ready()), pod("dns", critical())}, pdbs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 2)},
+			want: []certain{{"db", PDBBlocks, false}, {"dns", OrderedTooLate, false}}, wantClass: PossibleMiss},
+		{name: "already terminating past the deadline, preStop sleep or not: possible",
+			pods: []corev1.Pod{pod("web", terminatingUntil(5*time.Minute), sleepFor(300))},
+			want: []certain{{"web", GraceExceedsTimeLeft, false}}, wantClass: PossibleMiss},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := For(Input{Now: now, Deadline: spot, Pods: tt.pods, PDBs: tt.pdbs, PodGrace: tt.podGrace})
+			var got []certain
+			for _, m := range f.Misses {
+				got = append(got, certain{m.Name, m.Reason, m.Certain})
+				if m.Certain != strings.Contains(m.Detail, "; certain: ") {
+					t.Errorf("detail %q of a miss certain=%v", m.Detail, m.Certain)
+				}
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("misses (-want +got):\n%s", d)
+			}
+			if c := f.Class(); c != tt.wantClass {
+				t.Errorf("class = %s, want %s", c, tt.wantClass)
+			}
+			n := 0
+			for _, w := range tt.want {
+				if w.Certain {
+					n++
+				}
+			}
+			if len(f.CertainMisses()) != n {
+				t.Errorf("certain misses = %v, want %d", f.CertainMisses(), n)
+			}
+		})
+	}
+}
+
+func TestCertainDetail(t *testing.T) {
+	f := For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("db", ready())},
+		PDBs: []policyv1.PodDisruptionBudget{healthy(pdb("db", "db", 0), 1, 1)}})
+	want := "shop/db (PDBBlocks: PodDisruptionBudget db allows no disruption; certain: PodDisruptionBudget db allows no disruption and 1 of the 1 pods it expects are healthy: no replacement can free one)"
+	if len(f.Misses) != 1 || f.Misses[0].String() != want {
+		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+	f = For(Input{Now: now, Deadline: now.Add(2 * time.Minute), Pods: []corev1.Pod{pod("batch", grace(600), sleepFor(300))}})
+	want = "shop/batch (GraceExceedsTimeLeft: grace period 10m0s, 2m0s left before the deadline: its preStop hook is cut short; certain: its preStop hook sleeps 5m0s, longer than the 2m0s it can have)"
+	if len(f.Misses) != 1 || f.Misses[0].String() != want {
+		t.Fatalf("misses = %v, want [%s]", f.Misses, want)
+	}
+}

@@ -28,6 +28,7 @@ type Metrics struct {
 	NotifyRetries    prometheus.Counter
 	KubeRequests     *prometheus.CounterVec // verb, resource
 	ForecastMisses   prometheus.Counter
+	ForecastOutcomes *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
 }
 
 // New returns fresh collectors.
@@ -69,7 +70,9 @@ func New() *Metrics {
 		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_notifications_total",
 			Help: "Webhook notifications, by result (sent, failed, dropped, deduplicated)."}, []string{"result"}),
 		ForecastMisses: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_drain_forecast_misses_total",
-			Help: "Node drains forecast to miss AWS's deadline (counted once per node's work, when first forecast)."}),
+			Help: "Node drains forecast to certainly miss AWS's deadline (counted once per node's work, when first forecast)."}),
+		ForecastOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_drain_forecast_outcomes_total",
+			Help: "Forecast drains by what was forecast (certain-miss, possible-miss, clear) and how the drain ended (missed, grace-cut, made)."}, []string{"forecast", "outcome"}),
 		NotifyRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_notification_retries_total",
 			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
 	}
@@ -79,7 +82,7 @@ func New() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -21,8 +21,9 @@ const (
 	PhaseFinished Phase = "finished"
 	// PhaseFailed: the work failed for good (it is still retried, but people should look).
 	PhaseFailed Phase = "failed"
-	// PhaseForecastMiss: the drain forecast says pods will not be gone
-	// before AWS's deadline (Pods names them); sent before the deadline.
+	// PhaseForecastMiss: the drain forecast says pods cannot finish their
+	// shutdown before AWS's deadline whatever they do (certain misses;
+	// Pods names them); sent before the deadline.
 	PhaseForecastMiss Phase = "forecast-miss"
 )
 
@@ -38,8 +39,8 @@ type Notification struct {
 	// Detail is a human sentence about what happened.
 	Detail string `json:"detail,omitempty"`
 	// Pods are the pods concerned, namespace/name: those the drain evicted
-	// (finished), those that will not be gone before the deadline
-	// (forecast-miss).
+	// (finished), those that cannot finish their shutdown before the
+	// deadline (forecast-miss).
 	Pods []string  `json:"pods,omitempty"`
 	Time time.Time `json:"time"`
 }

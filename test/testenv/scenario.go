@@ -287,6 +287,10 @@ type PodSpec struct {
 	// deadline if that is earlier. 0 means no annotation: the pod lives
 	// until its deadline.
 	ShutdownAfter time.Duration
+	// PreStop is the container's preStop hook. kwok runs no hook: it is
+	// there for what reads the spec (the drain forecast); set
+	// ShutdownAfter to how long the hook and the shutdown really take.
+	PreStop *corev1.LifecycleHandler
 	// PriorityClass names an existing PriorityClass (see Env.PriorityClass).
 	PriorityClass string
 	// OwnerKind makes the pod owned by a real controller: OwnerReplicaSet
@@ -346,6 +350,9 @@ func (e *Env) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, error) 
 		PriorityClassName: spec.PriorityClass,
 		Tolerations:       spec.Tolerations,
 		Containers:        []corev1.Container{{Name: "app", Image: PauseImage}},
+	}
+	if spec.PreStop != nil {
+		podSpec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: spec.PreStop}
 	}
 	switch {
 	case spec.Grace < 0:
