@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/drainreport"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -36,6 +37,9 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 		pods = evictedPods(c, w, phase)
 	}
 	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Pods: pods, Time: c.Clock.Now()}
+	if phase == notify.PhaseFinished {
+		n.CutOff = drainreport.Compose(drainreport.Finished, w.drains.Result()).CutOff
+	}
 	c.Notifier.Notify(n)
 }
 
