@@ -84,7 +84,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		// Draining again would not help: the node is reported, not waited on.
 		c.Metrics.Actions.WithLabelValues("drain", "incomplete").Inc()
 	}
-	c.report(w, r.Type, r.Reason, "drain", r.Message)
+	c.report(w, r.Type, r.Reason, "drain", r.Message, r.LogAttrs()...)
 	if result == lifecycle.Continue && len(p.Lifecycle) > 0 {
 		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
 			return err

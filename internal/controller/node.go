@@ -144,7 +144,7 @@ func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Even
 	p := plan.For(evs, c.o.Policy, c.Clock.Now())
 	c.countEvictions(w.drains.End())
 	r := drainreport.Compose(drainreport.NodeGone, w.drains.Result())
-	c.reportOnce(w, r.Reason, r.Type, "drain", r.Message)
+	c.reportOnce(w, r.Reason, r.Type, "drain", r.Message, r.LogAttrs()...)
 	return c.completeAll(ctx, w, p.Lifecycle, lifecycle.Continue)
 }
 

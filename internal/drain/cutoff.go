@@ -1,12 +1,15 @@
 package drain
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -111,4 +114,29 @@ func cutAll(waiting map[types.UID]*waitingPod, now time.Time) []CutOffPod {
 
 func sortCut(ps []CutOffPod) {
 	slices.SortFunc(ps, func(a, b CutOffPod) int { return strings.Compare(a.Key(), b.Key()) })
+}
+
+// stillThereTimeout bounds the list stillThere makes after a cancel.
+const stillThereTimeout = 5 * time.Second
+
+// stillThere lists the node's pods once more, after ctx was canceled (a
+// drain stopped during its evictions), so that only the pods still there
+// are reported cut off: by UID, those whose containers have not all
+// ended. listed is false if the list failed.
+func (d *Drainer) stillThere(ctx context.Context, node string) (there map[types.UID]*corev1.Pod, listed bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stillThereTimeout)
+	defer cancel()
+	list, err := d.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		d.log.Warn("listing the pods left by a canceled drain failed", "node", node, "error", err.Error())
+		return nil, false
+	}
+	out := map[types.UID]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if _, done := finishedReason(p); !done {
+			out[p.UID] = p
+		}
+	}
+	return out, true
 }

@@ -257,12 +257,17 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		// Canceled during the evictions: no wait; the pods are taken as
-		// they stand.
+		// Canceled during the evictions: no wait; the pods still there
+		// are cut off.
 		now := d.clock.Now()
+		there, listed := d.stillThere(ctx, node)
 		for _, p := range wait {
-			if outs[p.UID].kind != evictGone {
-				res.CutOff = append(res.CutOff, cutOff(d.newWaiting(p, outs), now))
+			cur, ok := there[p.UID]
+			if !listed && outs[p.UID].kind != evictGone {
+				cur, ok = &p, true // as it stood
+			}
+			if ok {
+				res.CutOff = append(res.CutOff, cutOff(d.newWaiting(*cur, outs), now))
 				res.Remaining++
 			}
 		}

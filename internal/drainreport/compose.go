@@ -29,8 +29,18 @@ type Report struct {
 	Type    string // corev1.EventTypeNormal or corev1.EventTypeWarning
 	Reason  string
 	Message string // at most MaxMessage bytes
-	// CutOff names every pod cut off, "namespace/name: cause (detail)".
+	// CutOff names every pod cut off, "namespace/name: cause (detail)"
+	// (none when the drain was cut short: the next plan follows).
 	CutOff []string
+}
+
+// LogAttrs are the attributes of the report's log line besides its
+// message: cutOff, every pod cut off (a message names five at most).
+func (r Report) LogAttrs() []any {
+	if len(r.CutOff) == 0 {
+		return nil
+	}
+	return []any{"cutOff", r.CutOff}
 }
 
 // Compose reports a drain, or a piece of work, that ended so; r is what
@@ -38,7 +48,9 @@ type Report struct {
 func Compose(end Ending, r drain.Result) Report {
 	rep := Report{Type: corev1.EventTypeNormal}
 	for _, c := range r.CutOff {
-		rep.CutOff = append(rep.CutOff, c.String())
+		if end != CutShort { // those are not lost yet: the next plan follows
+			rep.CutOff = append(rep.CutOff, c.String())
+		}
 	}
 	var msg string
 	switch end {
