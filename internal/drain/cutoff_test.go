@@ -49,7 +49,9 @@ func TestCutOffPodsAreNamed(t *testing.T) {
 		wantRem int
 	}{
 		{name: "deadline passed: terminating, refused by a PDB, not reached",
-			pods:    func() []*corev1.Pod { return []*corev1.Pod{fakePod("slow", 30, labelStuck), fakePod("guarded", 30), fakePod("critical", 30, labelCritical)} },
+			pods: func() []*corev1.Pod {
+				return []*corev1.Pod{fakePod("slow", 30, labelStuck), fakePod("guarded", 30), fakePod("critical", 30, labelCritical)}
+			},
 			wantErr: drain.ErrDeadline, wantRem: 3,
 			want: []wantCut{{name: "critical", cause: drain.CauseNotStarted, detail: "not reached"},
 				{name: "guarded", cause: drain.CauseNotStarted, detail: "refused (429): Cannot evict pod as it would violate the pod's disruption budget"},
@@ -64,7 +66,9 @@ func TestCutOffPodsAreNamed(t *testing.T) {
 			wantErr: drain.ErrDeadline, wantRem: 1,
 			want: []wantCut{{name: "held", cause: drain.CauseFinalizer, detail: "finalizers: example.com/hold"}}},
 		{name: "canceled mid-drain: what was evicted, what is left",
-			pods:    func() []*corev1.Pod { return []*corev1.Pod{fakePod("quick", 30), fakePod("slow", 30, labelStuck), fakePod("guarded", 30)} },
+			pods: func() []*corev1.Pod {
+				return []*corev1.Pod{fakePod("quick", 30), fakePod("slow", 30, labelStuck), fakePod("guarded", 30)}
+			},
 			cancel:  20 * time.Second,
 			wantErr: context.Canceled, wantRem: 2,
 			want: []wantCut{{name: "guarded", cause: drain.CauseNotStarted, detail: "429"},

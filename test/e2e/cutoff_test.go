@@ -24,8 +24,8 @@ import (
 // started) and one stuck terminating, its object held by a finalizer after
 // its grace period. Both are counted lifeboat_evictions_total{result=
 // "cut-off"}, not "evicted"; the pod that left is named as evicted. (On
-// 609520a DeadlinePassed said "2 of 3 pods still there" without naming
-// them, and the held pod counted as evicted.)
+// 69db33e DeadlinePassed said "2 of 3 pods still there" without naming
+// them, cut-off was 0 and evicted 2: the held pod counted as evicted.)
 func TestDeadlinePassedNamesThePodsCutOff(t *testing.T) {
 	hook := newNotificationSink(t)
 	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s", "--webhook-template", "json"},
