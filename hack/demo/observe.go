@@ -376,6 +376,7 @@ func (d *demo) logLine(line []byte, refused map[string]bool) {
 		Why        string        `json:"why"`
 		Error      string        `json:"error"`
 		Detail     string        `json:"detail"`
+		CutOff     []string      `json:"cutOff"`
 	}
 	if err := json.Unmarshal(line, &l); err != nil {
 		return // client-go's or the runtime's own lines
@@ -402,6 +403,8 @@ func (d *demo) logLine(line []byte, refused map[string]bool) {
 			Text: fmt.Sprintf("completed the launch action of %s with %s: %s", l.InstanceID, l.Result, l.Why)})
 	case l.Msg == "DrainForecastMiss":
 		return // a warning about what is coming, shown by its Event (stepForecast), not a failure
+	case len(l.CutOff) > 0: // the Event (DeadlinePassed, NodeGone) shows the rest
+		d.cutOffFacts(l.Time, l.Msg, l.CutOff)
 	case l.Level == "WARN" || l.Level == "ERROR":
 		text := l.Level + " " + l.Msg
 		for _, s := range []string{l.Detail, l.Error, l.Reason} {

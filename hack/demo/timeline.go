@@ -239,7 +239,7 @@ func (t *timeline) print(s *sceneState, f Fact) {
 	switch f.Step {
 	case stepCompleted, stepDrained, stepNodeReady, stepPodReady, stepLifecycleReport:
 		text = t.paint(green, text)
-	case stepRefused, stepFailed, stepDeadline, stepTimedOut, stepForecast:
+	case stepRefused, stepFailed, stepDeadline, stepTimedOut, stepForecast, stepPodCutOff:
 		text = t.paint(red, text)
 	case stepSignal:
 		text = t.paint(yellow, text)

@@ -186,6 +186,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.Nodes.WaitSynced(ctx); err != nil {
 		return err
 	}
+	unwatch, err := c.watchNodeDeletions()
+	if err != nil {
+		return err
+	}
+	defer unwatch()
 	c.mu.Lock()
 	c.ctx = ctx
 	c.spawn = func(f func()) {

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/drainreport"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
-	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
 )
 
@@ -58,56 +58,34 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	case o = <-done:
 	case <-w.wake:
 		cancel()
-		<-done
-		// Put the wake back for runNode's snapshot and plan again.
-		return errRestart
+		o = <-done
+		if ctx.Err() == nil && errors.Is(o.err, context.Canceled) {
+			return c.cutShort(w, o.res) // runNode plans again
+		}
+		// It ended before the cancel: runNode plans the new events next.
 	}
 	draining(o.res.Evicted + o.res.ForceDeleted + o.res.Remaining) // no progress: nothing was to evict
 	c.forecastOutcome(forecasting, o.res, o.err)
-	c.recordPods(w, o.res.Pods)
-	c.Metrics.Evictions.WithLabelValues("evicted").Add(float64(o.res.Evicted))
-	c.Metrics.Evictions.WithLabelValues("grace-capped").Add(float64(o.res.GraceCapped))
-	c.Metrics.Evictions.WithLabelValues("force-deleted").Add(float64(o.res.ForceDeleted))
-	c.Metrics.Evictions.WithLabelValues("refused").Add(float64(len(o.res.NotEvicted)))
-	c.Metrics.Evictions.WithLabelValues("stuck").Add(float64(len(o.res.Stuck)))
-	for _, pp := range o.res.NotEvicted {
-		c.reportPod(w, pp, "EvictionRefused", "eviction refused for good (not retried): "+pp.Reason)
+	end, ok := drainreport.EndingOf(o.err)
+	if !ok {
+		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
+		return o.err
 	}
-	for _, pp := range o.res.Stuck {
-		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (the grace it got plus a minute, or a minute after a deletion at the deadline): "+pp.Reason)
-	}
+	r := c.drainEnded(w, o.res, end)
 	result := c.o.LifecycleTimeoutResult
-	switch {
-	case o.err == nil:
+	switch end {
+	case drainreport.Finished:
 		result = lifecycle.Continue
 		c.Metrics.Actions.WithLabelValues("drain", "ok").Inc()
 		c.Metrics.ActionDuration.WithLabelValues("drain").Observe(c.Clock.Since(start).Seconds())
 		c.Metrics.ToDrained.WithLabelValues(string(p.Reason)).Observe(c.Clock.Since(w.firstSeen).Seconds())
-		msg := fmt.Sprintf("drained: %d pods evicted", o.res.Evicted)
-		if len(o.res.Pods) > 0 {
-			msg += " (" + notify.ListPods(o.res.Pods) + ")"
-		}
-		if o.res.GraceCapped > 0 {
-			msg += fmt.Sprintf(", %d with grace cut to AWS's deadline", o.res.GraceCapped)
-		}
-		if o.res.ForceDeleted > 0 {
-			msg += fmt.Sprintf(", %d deleted at the deadline (AWS would have killed them)", o.res.ForceDeleted)
-		}
-		if len(o.res.Finished) > 0 {
-			msg += fmt.Sprintf(", %d finished but not deleted, not waited for (%s)", len(o.res.Finished), drain.ListProblems(o.res.Finished))
-		}
-		c.report(w, corev1.EventTypeNormal, "Drained", "drain", msg)
-	case errors.Is(o.err, drain.ErrDeadline):
+	case drainreport.DeadlinePassed:
 		c.Metrics.Actions.WithLabelValues("drain", "deadline").Inc()
-		c.report(w, corev1.EventTypeWarning, "DeadlinePassed", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
-	case errors.Is(o.err, drain.ErrNotEvicted), errors.Is(o.err, drain.ErrStuck):
+	default:
 		// Draining again would not help: the node is reported, not waited on.
 		c.Metrics.Actions.WithLabelValues("drain", "incomplete").Inc()
-		c.report(w, corev1.EventTypeWarning, "DrainIncomplete", "drain", fmt.Sprintf("%v; %d pods remain", o.err, o.res.Remaining))
-	default:
-		c.Metrics.Actions.WithLabelValues("drain", "error").Inc()
-		return o.err
 	}
+	c.report(w, r.Type, r.Reason, "drain", r.Message, r.LogAttrs()...)
 	if result == lifecycle.Continue && len(p.Lifecycle) > 0 {
 		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
 			return err

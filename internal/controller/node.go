@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/drainreport"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/notify"
@@ -34,6 +35,9 @@ type nodeWork struct {
 	heartbeats int        // lifecycle heartbeats that got through (lifeboat status)
 	noteMu     sync.Mutex // serializes the writes of heartbeats to the node
 	pods       []string   // pods the drains evicted (namespace/name), for the finished notification
+	// drains is the account of the work's drains (only its goroutine
+	// touches it): a drain cut short and the next one add up.
+	drains drainreport.Work
 }
 
 // cordoned releases the node's place in the cordon gate (once).
@@ -132,12 +136,15 @@ func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 
 // nodeGone ends the work of a node that no longer exists (deleted when its
 // instance terminated, or by someone else): nothing is left to cordon or
-// drain, and retrying would hold its messages forever. Its terminate
-// lifecycle actions are completed with CONTINUE (a repeat answers "No
-// active Lifecycle Action", which counts as done).
+// drain, and retrying would hold its messages forever. The pods a drain
+// cut short left on it died with the instance: a Warning names them. Its
+// terminate lifecycle actions are completed with CONTINUE (a repeat
+// answers "No active Lifecycle Action", which counts as done).
 func (c *Controller) nodeGone(ctx context.Context, w *nodeWork, evs []event.Event) error {
 	p := plan.For(evs, c.o.Policy, c.Clock.Now())
-	c.reportOnce(w, "NodeGone", corev1.EventTypeNormal, "drain", "node no longer exists: nothing left to drain")
+	c.countEvictions(w.drains.End())
+	r := drainreport.Compose(drainreport.NodeGone, w.drains.Result())
+	c.reportOnce(w, r.Reason, r.Type, "drain", r.Message, r.LogAttrs()...)
 	return c.completeAll(ctx, w, p.Lifecycle, lifecycle.Continue)
 }
 
@@ -321,6 +328,7 @@ func (c *Controller) settleEvents(ctx context.Context, w *nodeWork, evs []event.
 	}
 	c.mu.Lock()
 	w.reported, w.notified = map[string]bool{}, map[notify.Phase]bool{}
+	w.drains = drainreport.Work{}
 	c.mu.Unlock()
 	if len(settled) == 0 {
 		return

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/drainreport"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -36,23 +37,27 @@ func (c *Controller) notifyOnce(w *nodeWork, phase notify.Phase, p plan.Plan, de
 		pods = evictedPods(c, w, phase)
 	}
 	n := notify.Notification{Phase: phase, Node: w.name, InstanceID: w.instanceID, Kind: p.Reason, Action: action, Deadline: p.Deadline, Detail: detail, Pods: pods, Time: c.Clock.Now()}
+	if phase == notify.PhaseFinished {
+		n.CutOff = drainreport.Compose(drainreport.Finished, w.drains.Result()).CutOff
+	}
 	c.Notifier.Notify(n)
 }
 
 // reportOnce reports a reason only the first time for this work.
-func (c *Controller) reportOnce(w *nodeWork, reason, typ, action, msg string) {
+func (c *Controller) reportOnce(w *nodeWork, reason, typ, action, msg string, attrs ...any) {
 	c.mu.Lock()
 	seen := w.reported[reason]
 	w.reported[reason] = true
 	c.mu.Unlock()
 	if !seen {
-		c.report(w, typ, reason, action, msg)
+		c.report(w, typ, reason, action, msg, attrs...)
 	}
 }
 
-// report is the one place outcomes go: a structured log line, a Kubernetes
-// Event on the Node (the recorder deduplicates repeats).
-func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
+// report is the one place outcomes go: a structured log line (with attrs,
+// if any), a Kubernetes Event on the Node (the recorder deduplicates
+// repeats).
+func (c *Controller) report(w *nodeWork, typ, reason, action, msg string, attrs ...any) {
 	c.mu.Lock()
 	w.reported[reason] = true
 	c.mu.Unlock()
@@ -60,7 +65,7 @@ func (c *Controller) report(w *nodeWork, typ, reason, action, msg string) {
 	if typ == corev1.EventTypeWarning {
 		log = c.Log.Warn
 	}
-	log(reason, "node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg)
+	log(reason, append([]any{"node", w.name, "instanceID", w.instanceID, "action", action, "detail", msg}, attrs...)...)
 	if c.Recorder != nil {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: w.name, UID: types.UID(w.name)}
 		c.Recorder.Event(ref, typ, reason, msg)

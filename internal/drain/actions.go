@@ -115,8 +115,12 @@ func unmarkCordoned(n *corev1.Node) bool {
 // grace periods are capped to the time left (never below 1 s). Every wait
 // is bounded: by the deadline, or by Options.StuckAfter. After a drain that
 // succeeded, Actions.OutOfService taints the node. progress may be nil.
+// A drain that ends with pods still on the node, at the deadline or
+// canceled (ctx; its error is then ctx's), names them in Result.CutOff
+// with why; canceled, its Result is what it did until then.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	res, err := d.drainPods(ctx, node, d.acts.capDeadline(deadline, d.clock.Now()), progress)
+	sortCut(res.CutOff)
 	if err != nil || !d.acts.OutOfService || d.dryRun {
 		return res, err
 	}

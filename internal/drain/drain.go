@@ -3,9 +3,7 @@ package drain
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -112,57 +110,6 @@ type Progress struct {
 	Blocked int
 }
 
-// Result is the outcome of a drain.
-type Result struct {
-	// Evicted counts evictions the API server accepted (and pods found gone).
-	Evicted int
-	// Pods names them (namespace/name), for Events and notifications.
-	Pods []string
-	// GraceCapped counts pods whose grace period was cut to fit the deadline.
-	GraceCapped int
-	// ForceDeleted counts pods deleted at the deadline.
-	ForceDeleted int
-	// Remaining counts pods still on the node: the deadline passed without
-	// force deletion, their eviction was refused (NotEvicted) and there was
-	// no deadline, they are Stuck, or dry-run.
-	Remaining int
-	// NotEvicted lists pods whose eviction was refused for good (a 403 from
-	// an admission webhook, 400, 422, ...), with the API server's answer.
-	// They are not retried; the node's other pods and later priority groups
-	// are drained all the same. With a deadline they are waited for until
-	// it and then force-deleted (ForceDeleteAtDeadline) or left
-	// (ErrDeadline); without one the drain ends with ErrNotEvicted.
-	NotEvicted []PodProblem
-	// Stuck lists pods that were asked to leave but were still present past
-	// their bound (Options.StuckAfter); the drain ends with ErrStuck.
-	Stuck []PodProblem
-	// Finished names the pods whose containers had all ended while their
-	// objects stayed (a finalizer nobody removes): off the node, not waited
-	// for; each reason says what holds its object.
-	Finished []PodProblem
-}
-
-// PodProblem names a pod the drain could not move off the node, and why.
-type PodProblem struct {
-	Namespace, Name string
-	Reason          string
-}
-
-func (p PodProblem) String() string { return p.Namespace + "/" + p.Name + ": " + p.Reason }
-
-// ErrDeadline is returned (wrapped) when AWS's deadline passed with pods left.
-var ErrDeadline = errors.New("deadline passed before the node was empty")
-
-// ErrNotEvicted is returned (wrapped) when a drain without a deadline ended
-// with pods whose eviction was refused for good (Result.NotEvicted).
-// Draining again will not help.
-var ErrNotEvicted = errors.New("pods could not be evicted")
-
-// ErrStuck is returned (wrapped) when pods that were asked to leave were
-// still present past their bound (Result.Stuck): the drain stopped waiting
-// for them. After the deadline's force deletion it comes with ErrDeadline.
-var ErrStuck = errors.New("pods did not leave the node")
-
 // drainPods is Drain without the node actions around it; deadline is
 // already capped.
 func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
@@ -191,14 +138,16 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 		report(func(*Progress) {}) // the drain has started: the total is known
 	}
 	var refused []corev1.Pod
+	outs := make(map[types.UID]evictOutcome, len(pods)) // how each eviction ended
 	forcedStuck := false
-	for _, group := range priorityGroups(pods) {
-		r, w, err := d.drainGroup(ctx, node, group, listRV, deadline, report, &res)
+	groups := priorityGroups(pods)
+	for gi, group := range groups {
+		r, w, err := d.drainGroup(ctx, node, group, listRV, deadline, report, outs, &res)
 		refused = append(refused, r...)
 		forcedStuck = forcedStuck || w.forcedStuck
 		if err != nil {
-			if errors.Is(err, ErrDeadline) {
-				res.Remaining += len(refused)
+			if errors.Is(err, ErrDeadline) || ctx.Err() != nil {
+				d.cutUnasked(&res, refused, outs, groups[gi+1:])
 			}
 			return res, res.withRefused(err)
 		}
@@ -211,7 +160,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 		} else {
 			// The deadline's rules hold for them too: wait until it, then
 			// force-delete (when enabled) or leave them (ErrDeadline).
-			w, err := d.waitGone(ctx, node, refused, nil, "", deadline, report)
+			w, err := d.waitGone(ctx, node, refused, outs, "", deadline, report)
 			res.addWait(w)
 			forcedStuck = forcedStuck || w.forcedStuck
 			if err != nil {
@@ -220,60 +169,6 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 		}
 	}
 	return res, res.incomplete(node, refusedLeft, forcedStuck)
-}
-
-// withRefused adds the refused evictions to a drain's error, so that the
-// report of a passed deadline says why those pods were left.
-func (r *Result) withRefused(err error) error {
-	if len(r.NotEvicted) == 0 || !errors.Is(err, ErrDeadline) {
-		return err
-	}
-	return fmt.Errorf("%w; eviction refused: %s", err, ListProblems(r.NotEvicted))
-}
-
-// incomplete is the error of a drain that ended with pods left that no
-// wait could remove: refused evictions without a deadline, stuck pods.
-func (r *Result) incomplete(node string, refusedLeft int, forcedStuck bool) error {
-	var msgs []string
-	var errs []error
-	if refusedLeft > 0 {
-		msgs = append(msgs, fmt.Sprintf("%d pods could not be evicted (%s)", refusedLeft, ListProblems(r.NotEvicted)))
-		errs = append(errs, ErrNotEvicted)
-	}
-	if len(r.Stuck) > 0 {
-		msgs = append(msgs, fmt.Sprintf("%d pods did not leave (%s)", len(r.Stuck), ListProblems(r.Stuck)))
-		errs = append(errs, ErrStuck)
-	}
-	if forcedStuck {
-		errs = append(errs, ErrDeadline)
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &drainError{msg: "draining node " + node + ": " + strings.Join(msgs, "; "), errs: errs}
-}
-
-// drainError carries several sentinel errors (errors.Is matches each).
-type drainError struct {
-	msg  string
-	errs []error
-}
-
-func (e *drainError) Error() string   { return e.msg }
-func (e *drainError) Unwrap() []error { return e.errs }
-
-// ListProblems names up to five pods and why, for an Event or a log line.
-func ListProblems(ps []PodProblem) string {
-	const most = 5
-	var parts []string
-	for i, p := range ps {
-		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ps)-most))
-			break
-		}
-		parts = append(parts, p.String())
-	}
-	return strings.Join(parts, "; ")
 }
 
 // evictable reports whether a pod is one a drain removes: not a mirror pod,
@@ -325,9 +220,10 @@ func isCritical(p *corev1.Pod) bool {
 
 // drainGroup evicts the pods of one group concurrently and waits until
 // those accepted are gone, watching from listRV (the list the pods came
-// from). It adds to res and returns the pods whose eviction was refused
-// for good (they are not waited for here).
-func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress)), res *Result) ([]corev1.Pod, waitResult, error) {
+// from). It records how each eviction ended in outs, adds to res and
+// returns the pods whose eviction was refused for good (they are not
+// waited for here). Canceled, it reports the pods not known gone cut off.
+func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress)), outs map[types.UID]evictOutcome, res *Result) ([]corev1.Pod, waitResult, error) {
 	outcomes := make([]evictOutcome, len(pods))
 	errs := make([]error, len(pods))
 	sem := make(chan struct{}, d.parallel)
@@ -342,12 +238,9 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		}(i)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, waitResult{}, err
-	}
 	var wait, refused []corev1.Pod
-	granted := make(map[types.UID]int64, len(pods))
 	for i, o := range outcomes {
+		outs[pods[i].UID] = o
 		if o.capped {
 			res.GraceCapped++
 		}
@@ -356,24 +249,50 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 			res.Evicted++
 			res.Pods = append(res.Pods, pods[i].Namespace+"/"+pods[i].Name)
 			wait = append(wait, pods[i])
-			if o.kind == evictAccepted {
-				granted[pods[i].UID] = o.grace
-			}
-		case evictDeadline:
+		case evictDeadline, evictCanceled:
 			wait = append(wait, pods[i]) // waitGone applies the deadline's rules
 		case evictRefused:
 			res.NotEvicted = append(res.NotEvicted, PodProblem{Namespace: pods[i].Namespace, Name: pods[i].Name, Reason: o.reason})
 			refused = append(refused, pods[i])
 		}
 	}
-	w, err := d.waitGone(ctx, node, wait, granted, listRV, deadline, report)
+	if err := errors.Join(errs...); err != nil {
+		// Canceled during the evictions: no wait; the pods still there
+		// are cut off.
+		now := d.clock.Now()
+		there, listed := d.stillThere(ctx, node)
+		for _, p := range wait {
+			cur, ok := there[p.UID]
+			if !listed && outs[p.UID].kind != evictGone {
+				cur, ok = &p, true // as it stood
+			}
+			if ok {
+				res.CutOff = append(res.CutOff, cutOff(d.newWaiting(*cur, outs), now))
+				res.Remaining++
+			}
+		}
+		return refused, waitResult{}, err
+	}
+	w, err := d.waitGone(ctx, node, wait, outs, listRV, deadline, report)
 	res.addWait(w)
 	return refused, w, err
 }
 
-func (r *Result) addWait(w waitResult) {
-	r.ForceDeleted += w.forced
-	r.Remaining += w.left + len(w.stuck)
-	r.Stuck = append(r.Stuck, w.stuck...)
-	r.Finished = append(r.Finished, w.finished...)
+// cutUnasked adds to res, cut off, the pods a drain that ended early (the
+// deadline passed without force deletion, or it was canceled) left
+// without asking them to leave: those whose eviction was refused for good
+// and those of the priority groups it did not reach.
+func (d *Drainer) cutUnasked(res *Result, refused []corev1.Pod, outs map[types.UID]evictOutcome, notReached [][]corev1.Pod) {
+	now := d.clock.Now()
+	for _, p := range refused {
+		res.CutOff = append(res.CutOff, cutOff(d.newWaiting(p, outs), now))
+		res.Remaining++
+	}
+	for _, group := range notReached {
+		for _, p := range group {
+			res.CutOff = append(res.CutOff, CutOffPod{Namespace: p.Namespace, Name: p.Name, Cause: CauseNotStarted,
+				Detail: "not reached: system-critical pods are evicted once the others are gone"})
+			res.Remaining++
+		}
+	}
 }

@@ -27,13 +27,17 @@ const (
 	evictDeadline
 	// evictRefused: refused for good (403, 400, 422, ...); not retried.
 	evictRefused
+	// evictCanceled: the drain was canceled before the eviction was
+	// accepted.
+	evictCanceled
 )
 
 type evictOutcome struct {
 	kind evictKind
 	// capped: the grace period asked for was cut to fit the deadline.
 	capped bool
-	// reason is the API server's answer to a refused eviction.
+	// reason is the API server's answer to a refused eviction; for
+	// evictDeadline and evictCanceled, its last refusal or failure, if any.
 	reason string
 	// grace is the grace period, in seconds, the pod got when it was
 	// accepted: the eviction's, or the pod's own when the namespace
@@ -52,6 +56,7 @@ const minGrace = 1
 // pod is gone, or the deadline is reached. Only a canceled ctx is an error.
 func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, report func(func(*Progress))) (evictOutcome, error) {
 	name := pod.Namespace + "/" + pod.Name
+	last := "" // the last refusal or failure, for a report of the pod
 	for {
 		grace, capped := d.grace(pod, deadline)
 		err := d.postEviction(ctx, pod, grace)
@@ -63,11 +68,12 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			}
 			return evictOutcome{kind: evictAccepted, capped: capped, grace: got}, nil
 		case ctx.Err() != nil:
-			return evictOutcome{}, ctx.Err()
+			return evictOutcome{kind: evictCanceled, reason: last}, ctx.Err()
 		case apierrors.IsNotFound(err):
 			return evictOutcome{kind: evictGone}, nil
 		case apierrors.IsTooManyRequests(err):
 			report(func(p *Progress) { p.Blocked++ })
+			last = "refused (429): " + err.Error()
 			d.log.Info("eviction refused, backing off", "node", pod.Spec.NodeName, "pod", name, "reason", err.Error(), "backoff", d.backoff)
 		case apierrors.IsConflict(err):
 			// Either the UID precondition failed (the pod is gone, maybe
@@ -77,6 +83,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			if d.podGone(ctx, pod) {
 				return evictOutcome{kind: evictGone}, nil
 			}
+			last = "conflicted (409): " + err.Error()
 			d.log.Info("eviction conflicted, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
 		case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 			// No eviction can be created in a namespace being deleted; the
@@ -87,19 +94,20 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
 			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil
 		default:
+			last = "failed: " + err.Error()
 			d.log.Info("eviction failed, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
 		}
 		wait := d.backoff
 		if !deadline.IsZero() {
 			left := deadline.Sub(d.clock.Now()) - d.margin
 			if left <= 0 {
-				return evictOutcome{kind: evictDeadline, capped: capped}, nil
+				return evictOutcome{kind: evictDeadline, capped: capped, reason: last}, nil
 			}
 			wait = min(wait, left)
 		}
 		select {
 		case <-ctx.Done():
-			return evictOutcome{}, ctx.Err()
+			return evictOutcome{kind: evictCanceled, reason: last}, ctx.Err()
 		case <-d.clock.After(wait):
 		}
 	}

@@ -37,6 +37,9 @@ type waitResult struct {
 	// finished lists pods whose containers had all ended (phase Succeeded
 	// or Failed) while their objects stayed: off the node for the drain.
 	finished []PodProblem
+	// cut lists the pods still there when the wait ended at the deadline
+	// or was canceled, and why.
+	cut []CutOffPod
 }
 
 // waitingPod is a pod waitGone waits for.
@@ -46,6 +49,10 @@ type waitingPod struct {
 	until time.Time
 	// grace is the grace period, in seconds, the pod got (for a report).
 	grace int64
+	// asked: its eviction was accepted (or its namespace deletes it);
+	// otherwise why says why not.
+	asked bool
+	why   string
 }
 
 // waitGone watches the node's pods until none of pods (by UID) is left,
@@ -56,25 +63,23 @@ type waitingPod struct {
 // containers have all ended (phase Succeeded or Failed) is off the node for
 // the drain even while its object stays (a finalizer): it is reported in
 // finished, not waited for. A pod past its bound is reported stuck, not waited
-// on. granted holds the grace period, in seconds, each pod got (its
-// eviction's, see evictOutcome.grace); a pod not in it is counted with the
-// grace its eviction asks for (Actions.PodGrace, else its own).
+// on. outs holds how each pod's eviction ended (newWaiting): the grace
+// period it got, or why it was not accepted; a pod not in it counts as
+// asked to leave with the grace its eviction asks for (Actions.PodGrace,
+// else its own). A pod still there when the wait ends at the deadline or
+// is canceled is reported cut off, with why (cutOff).
 //
 // The first watch starts at fromRV, the resourceVersion of the list the
 // pods came from, so every deletion since is seen without listing again
 // (one request less per node in a burst); when a watch ends (410 Gone for
 // an old version, a closed connection), it lists and watches anew after a
 // backoff (relistBackoff), so watches that end at once do not spin.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, granted map[types.UID]int64, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, outs map[types.UID]evictOutcome, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
 	var res waitResult
 	start := d.clock.Now()
 	waiting := make(map[types.UID]*waitingPod, len(pods))
 	for _, p := range pods {
-		grace, ok := granted[p.UID]
-		if !ok {
-			grace = d.acts.requestedGrace(&p)
-		}
-		wp := &waitingPod{pod: p, grace: max(grace, minGrace)}
+		wp := d.newWaiting(p, outs)
 		if deadline.IsZero() {
 			// The grace ran from the eviction, which came before start:
 			// this bound is never earlier than the kubelet's.
@@ -159,6 +164,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		case <-ctx.Done():
 			stopTimer(timer)
 			res.left = len(waiting)
+			res.cut = cutAll(waiting, d.clock.Now())
 			return res, ctx.Err()
 		case <-relistC:
 			relistC = nil
@@ -168,9 +174,10 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				deadlineDone = true
 				if !d.force {
 					res.left = len(waiting)
+					res.cut = cutAll(waiting, now)
 					return res, fmt.Errorf("draining node %s: %d of %d pods still there: %w", node, len(waiting), total, ErrDeadline)
 				}
-				d.forceDeleteAll(ctx, waiting, &res)
+				d.forceDeleteAll(ctx, waiting, now, &res)
 				// Not waited for: AWS takes the instance now, and what
 				// follows (the lifecycle completion) must not wait.
 				return res, nil
@@ -207,18 +214,22 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	return res, nil
 }
 
-// forceDeleteAll force-deletes the waiting pods at the deadline. A pod
-// whose deletion fails is reported stuck.
-func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*waitingPod, res *waitResult) {
+// forceDeleteAll force-deletes the waiting pods at the deadline (now):
+// each is cut off. A pod whose deletion fails is reported stuck too.
+func (d *Drainer) forceDeleteAll(ctx context.Context, waiting map[types.UID]*waitingPod, now time.Time, res *waitResult) {
 	for uid, wp := range waiting {
 		delete(waiting, uid)
+		c := cutOff(wp, now)
 		if err := d.forceDelete(ctx, &wp.pod); err != nil {
 			res.stuck = append(res.stuck, PodProblem{Namespace: wp.pod.Namespace, Name: wp.pod.Name, Reason: err.Error()})
 			res.forcedStuck = true
-			continue
+		} else {
+			c.Forced = true
+			res.forced++
 		}
-		res.forced++
+		res.cut = append(res.cut, c)
 	}
+	sortCut(res.cut)
 }
 
 // stuckProblem says why a pod counts as stuck.

@@ -139,10 +139,15 @@ func InstanceID(providerID string) string {
 	return event.NormalizeInstanceID(providerID[i+1:])
 }
 
-// AddHandler registers h for node changes; call before Run.
-func (x *Index) AddHandler(h cache.ResourceEventHandler) error {
-	_, err := x.informer.AddEventHandler(h)
-	return err
+// AddHandler registers h for node changes, before or while the index
+// runs (h first sees every cached node added); the returned function
+// removes it.
+func (x *Index) AddHandler(h cache.ResourceEventHandler) (remove func(), err error) {
+	reg, err := x.informer.AddEventHandler(h)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = x.informer.RemoveEventHandler(reg) }, nil
 }
 
 // Run runs the informer until ctx ends.

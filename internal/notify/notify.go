@@ -41,6 +41,11 @@ type Notification struct {
 	// Pods are the pods concerned, namespace/name: those the drain evicted
 	// (finished), those that cannot finish their shutdown before the
 	// deadline (forecast-miss).
-	Pods []string  `json:"pods,omitempty"`
-	Time time.Time `json:"time"`
+	Pods []string `json:"pods,omitempty"`
+	// CutOff names the pods still on the node when its drain ended (the
+	// deadline passed, the Node was deleted), each "namespace/name: cause
+	// (detail)": cause is mid-shutdown, not-started or finalizer
+	// (finished).
+	CutOff []string  `json:"cutOff,omitempty"`
+	Time   time.Time `json:"time"`
 }

@@ -56,3 +56,23 @@ func renderNamed(t *testing.T, name string, n Notification) ([]byte, error) {
 	}
 	return tmpl.render(n)
 }
+
+// Issue 23 item 5: the finished notification names the pods cut off (still
+// on the node when its drain ended) and why, in the summary (slack, teams)
+// and in the JSON (cutOff).
+func TestFinishedNotificationNamesCutOffPods(t *testing.T) {
+	cut := "shop/cart-1: not-started (eviction refused (429): Cannot evict pod as it would violate the pod's disruption budget.)"
+	n := Notification{Phase: PhaseFinished, Node: "n1", Kind: event.SpotInterruption, Time: time.Unix(0, 0), Pods: []string{"shop/web-0"}, CutOff: []string{cut}}
+	if s := summary(n); !strings.Contains(s, "Cut off 1 pods (still on the node when its drain ended): "+cut+".") {
+		t.Errorf("summary %q; want the pod cut off named, and why", s)
+	}
+	for _, name := range []string{TemplateSlack, TemplateTeams, TemplateJSON} {
+		body, err := renderNamed(t, name, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), "shop/cart-1: not-started") {
+			t.Errorf("%s body %s; want the pod cut off named", name, body)
+		}
+	}
+}

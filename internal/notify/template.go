@@ -109,7 +109,7 @@ func samples() []Notification {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	full := Notification{Node: "ip-10-0-1-23.ec2.internal", InstanceID: "i-0123456789abcdef0", Kind: event.SpotInterruption,
 		Action: "terminate", Deadline: at.Add(2 * time.Minute), Detail: "sample \"detail\" <with> characters to escape", Time: at,
-		Pods: []string{"shop/cart-7d9f8-abcde", "shop/web-0"}}
+		Pods: []string{"shop/cart-7d9f8-abcde", "shop/web-0"}, CutOff: []string{"shop/web-0: mid-shutdown (evicted with a grace period of 30 s, still terminating)"}}
 	var out []Notification
 	for _, p := range []Phase{PhaseReceived, PhaseFinished, PhaseFailed, PhaseForecastMiss} {
 		n := full
@@ -158,6 +158,9 @@ func summary(n Notification) string {
 		if len(n.Pods) > 0 {
 			fmt.Fprintf(&b, " Evicted %d pods: %s.", len(n.Pods), ListPods(n.Pods))
 		}
+		if len(n.CutOff) > 0 {
+			fmt.Fprintf(&b, " Cut off %d pods (still on the node when its drain ended): %s.", len(n.CutOff), listCutOff(n.CutOff))
+		}
 	case PhaseFailed:
 		fmt.Fprintf(&b, "lifeboat: handling %s for node %s is failing; lifeboat keeps retrying.", what, node)
 	case PhaseForecastMiss:
@@ -184,4 +187,13 @@ func ListPods(pods []string) string {
 		return strings.Join(pods, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(pods[:mostPods], ", "), len(pods)-mostPods)
+}
+
+// listCutOff lists up to mostPods cut-off pods ("namespace/name: why"),
+// then how many more there are.
+func listCutOff(pods []string) string {
+	if len(pods) <= mostPods {
+		return strings.Join(pods, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(pods[:mostPods], "; "), len(pods)-mostPods)
 }
