@@ -49,10 +49,12 @@ type kubeClients struct {
 	// Counted and fenced like main.
 	nodes *kube.REST
 	// events records Kubernetes Events with its own, smaller rate limit, so
-	// that reporting never delays a cordon or an eviction; fenced too.
+	// that reporting never delays a cordon or an eviction; fenced too, not
+	// counted (docs/metrics.md: lifeboat_kube_requests_total leaves Events
+	// out).
 	events *kube.REST
 	// electionConfig is the leader election's own client configuration:
-	// never fenced, never queued behind a drain.
+	// never fenced, never queued behind a drain; counted.
 	electionConfig *rest.Config
 	// forecast reads pods and PodDisruptionBudgets for the drain forecast
 	// with a small rate limit of its own: a forecast is never in the way
@@ -92,6 +94,7 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 		return c, err
 	}
 	lc.QPS, lc.Burst = 5, 10
+	lc.Wrap(m.CountKubeRequests)
 	c.electionConfig = lc
 	fc := rest.CopyConfig(rc)
 	fc.QPS, fc.Burst = 10, 20

@@ -24,7 +24,7 @@ func (c *Controller) drainEnded(w *nodeWork, res drain.Result, end drainreport.E
 		c.reportPod(w, pp, "EvictionRefused", "eviction refused for good (not retried): "+pp.Reason)
 	}
 	for _, pp := range res.Stuck {
-		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (the grace it got plus a minute, or a minute after a deletion at the deadline): "+pp.Reason)
+		c.reportPod(w, pp, "PodStuck", "pod did not leave within its bound (the grace it got plus a minute): "+pp.Reason)
 	}
 	return drainreport.Compose(end, w.drains.Result())
 }

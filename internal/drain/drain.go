@@ -52,9 +52,8 @@ type Options struct {
 	// period it got (Actions.PodGrace when set, else its own; counted from
 	// when the wait began) is reported stuck
 	// (Result.Stuck) and no longer waited for: a dead kubelet never
-	// finishes its deletion. After the deadline's force deletion, a pod
-	// still present StuckAfter later (a finalizer nobody removes) is
-	// reported the same way. Zero: DefaultStuckAfter.
+	// finishes its deletion. After the deadline's force deletion nothing
+	// is waited for. Zero: DefaultStuckAfter.
 	StuckAfter time.Duration
 	// Actions are the optional node actions (grace periods, taint effect,
 	// load balancer label, out-of-service taint).

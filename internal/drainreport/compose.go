@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kevents"
 	"lifeboat.dev/lifeboat/internal/notify"
 )
 
@@ -21,6 +22,18 @@ const (
 	mostCut    = 5
 	mostDetail = 110
 )
+
+// Reasons are every reason and type Compose reports with (a test holds
+// them to it); hack/docdrift counts them as recorded wherever a Report's
+// Reason is.
+var Reasons = []kevents.Reason{
+	{Name: "Drained", Type: corev1.EventTypeNormal},
+	{Name: "DeadlinePassed", Type: corev1.EventTypeWarning},
+	{Name: "DrainIncomplete", Type: corev1.EventTypeWarning},
+	{Name: "DrainInterrupted", Type: corev1.EventTypeNormal},
+	{Name: "NodeGone", Type: corev1.EventTypeNormal},
+	{Name: "NodeGone", Type: corev1.EventTypeWarning},
+}
 
 // Report is what lifeboat says when a drain ends: one Event on the Node
 // (the log line carries the same message) and, for the webhook, the pods

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/kevents"
 )
 
 var (
@@ -230,6 +232,27 @@ func TestLabelsDocumented(t *testing.T) {
 	for _, l := range append([]string{"blocked"}, Labels...) {
 		if !strings.Contains(string(doc), "`"+l+"`") {
 			t.Errorf("docs/metrics.md does not document lifeboat_evictions_total{result=%q}", l)
+		}
+	}
+}
+
+// Reasons lists exactly the reasons and types Compose reports with, for
+// every ending, with and without pods cut off.
+func TestReasonsListed(t *testing.T) {
+	seen := map[kevents.Reason]bool{}
+	for _, end := range []Ending{Finished, DeadlinePassed, Incomplete, CutShort, NodeGone} {
+		for _, r := range []drain.Result{{Evicted: 1}, {Evicted: 1, Remaining: 1, CutOff: []drain.CutOffPod{midShutdown}}} {
+			rep := Compose(end, r)
+			got := kevents.Reason{Name: rep.Reason, Type: rep.Type}
+			if !slices.Contains(Reasons, got) {
+				t.Errorf("Compose(%v) reports %v, not in Reasons", end, got)
+			}
+			seen[got] = true
+		}
+	}
+	for _, r := range Reasons {
+		if !seen[r] {
+			t.Errorf("Reasons lists %v, which Compose never reports", r)
 		}
 	}
 }

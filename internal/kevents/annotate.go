@@ -1,7 +1,9 @@
-// Package kevents adds fixed annotations to every Kubernetes Event lifeboat
-// records (--events-annotations; aws-node-termination-handler's
-// KUBERNETES_EVENTS_EXTRA_ANNOTATIONS), so that a cluster's event pipeline
-// can route them.
+// Package kevents owns what the Kubernetes Events lifeboat records carry
+// beyond their message: the list of their reasons (Reasons), and fixed
+// annotations added to every one (--events-annotations;
+// aws-node-termination-handler's KUBERNETES_EVENTS_EXTRA_ANNOTATIONS), so
+// that a cluster's event pipeline can route them. It records nothing
+// itself.
 package kevents
 
 import (

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -198,4 +199,31 @@ func balanced(s string) bool {
 		}
 	}
 	return len(stack) == 0 && !quoted
+}
+
+// docs/metrics.md's list of the bounded labels ("Labels are bounded: ...")
+// names every label of every metric, and no other.
+func TestBoundedLabelsListed(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "Labels are bounded:")
+	if !ok {
+		t.Fatal(`docs/metrics.md has no "Labels are bounded:" list`)
+	}
+	list, _, _ := strings.Cut(after, ".")
+	var listed []string
+	for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(list, -1) {
+		listed = append(listed, m[1])
+	}
+	var labels []string
+	for _, d := range registered(t) {
+		labels = append(labels, d.labels...)
+	}
+	slices.Sort(listed)
+	slices.Sort(labels)
+	if d := cmp.Diff(slices.Compact(labels), listed); d != "" {
+		t.Errorf("the metrics' labels (-) and docs/metrics.md's list of bounded labels (+) differ:\n%s", d)
+	}
 }

@@ -55,6 +55,7 @@ func TestCheckHealthy(t *testing.T) {
 		t.Errorf("table output (exit %d):\n%s", code, out)
 	}
 	saveOutput(t, "healthy.txt", out)
+	checkDocSample(t, "docs/operations.md", out, "### A healthy setup")
 }
 
 // TestCheckBroken breaks one thing at a time and expects check to name it,
@@ -219,6 +220,7 @@ func TestCheckBroken(t *testing.T) {
 			if tt.name == "wrong detail-type (F3)" {
 				out, _, _ := lifeboat(t, w.ctx, append([]string{"check"}, w.flags()...)...)
 				saveOutput(t, "broken-detail-type.txt", out)
+				checkDocSample(t, "docs/operations.md", out, "### A broken setup: the F3 typo")
 			}
 		})
 	}

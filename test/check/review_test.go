@@ -91,4 +91,5 @@ func TestCheckClusterReview(t *testing.T) {
 		t.Errorf("table output exit %d, want 1", code)
 	}
 	saveOutput(t, "cluster-review.txt", out)
+	checkDocSample(t, "docs/forecast.md", out, "## The cluster review (`lifeboat check`)", "### From a run")
 }
