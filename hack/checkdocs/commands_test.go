@@ -99,12 +99,12 @@ const (
 // that the docs no longer hold.
 var verdicts = map[string]verdict{
 	// README.md
-	"make demo":                 {why: whyDemo},
-	"make preflight":            {in: bare},
-	"make tools":                {why: whyPrerequisite},
-	"make test":                 {why: whyInMakeTest},
-	"make test-unit":            {why: "runs the unit tests of `make test`, whose first step they are, again (~3 min on 2 cores)"},
-	"lifeboat run --queue-url URL --cluster-name NAME": {in: aws, serves: true},
+	"make demo":      {why: whyDemo},
+	"make preflight": {in: bare},
+	"make tools":     {why: whyPrerequisite},
+	"make test":      {why: whyInMakeTest},
+	"make test-unit": {why: "runs the unit tests of `make test`, whose first step they are, again (~3 min on 2 cores)"},
+	"lifeboat run --queue-url URL --cluster-name NAME":  {in: aws, serves: true},
 	`lifeboat run --mode imds --node-name "$NODE_NAME"`: {in: imdsPod, serves: true},
 	"lifeboat check":          {in: queuePod},
 	"lifeboat replay":         {why: whyName + " (docs/replay.md's `lifeboat replay FILE|DIR...` is run)"},
@@ -120,16 +120,16 @@ var verdicts = map[string]verdict{
 	"make build-imds": {why: whyBuilt},
 
 	// docs/configuration.md
-	"make docs":              {why: "writes docs/configuration.md and the environment table of docs/migration-from-nth.md into the working tree; internal/config's TestConfigurationDocUpToDate and TestMigrationDocUpToDate compare both with what it writes"},
+	"make docs":             {why: "writes docs/configuration.md and the environment table of docs/migration-from-nth.md into the working tree; internal/config's TestConfigurationDocUpToDate and TestMigrationDocUpToDate compare both with what it writes"},
 	"lifeboat run --help":   {in: bare, says: "--queue-url"},
 	"lifeboat check --help": {in: bare, says: "--queue-url"},
 
 	// docs/demo.md
 	"make demo DEMO_FLAGS='-pod-shutdown 20s -keep'": {why: whyDemo},
-	"make deps":                  {why: whyPrerequisite + "; it installs Debian packages (root, apt)"},
-	"make build":                 {why: whyBuilt},
-	"make demo DEMO_FLAGS='…'":   {why: whyDemo + "; the flags are elided (…)"},
-	"lifeboat run":               {in: queuePod, serves: true},
+	"make deps":                {why: whyPrerequisite + "; it installs Debian packages (root, apt)"},
+	"make build":               {why: whyBuilt},
+	"make demo DEMO_FLAGS='…'": {why: whyDemo + "; the flags are elided (…)"},
+	"lifeboat run":             {in: queuePod, serves: true},
 
 	// docs/imds.md
 	`lifeboat run --mode imds --node-name "$NODE_NAME" --pod-name "$POD_NAME" --pod-namespace "$POD_NAMESPACE"`: {in: imdsPod, serves: true},
@@ -138,14 +138,14 @@ var verdicts = map[string]verdict{
 	"make image IMAGE=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat:0.1.0 IMAGE_FLAGS=--push": {why: whyImage},
 	"make image": {why: whyImage},
 	`helm install lifeboat deploy/helm/lifeboat --namespace kube-system --set queueURL="$QUEUE_URL" --set awsRegion=us-east-1 --set clusterName=my-cluster --set image.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat --set image.tag=0.1.0 --set serviceAccount.annotations."eks\.amazonaws\.com/role-arn"="$ROLE_ARN"`: {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
-	"kubectl -n kube-system exec deploy/lifeboat -- lifeboat check": {why: whyPod},
-	"kubectl -n kube-system exec ds/lifeboat -- lifeboat check":     {why: whyPod},
+	"kubectl -n kube-system exec deploy/lifeboat -- lifeboat check":                                           {why: whyPod},
+	"kubectl -n kube-system exec ds/lifeboat -- lifeboat check":                                               {why: whyPod},
 	"helm upgrade lifeboat deploy/helm/lifeboat --namespace kube-system --reuse-values --set image.tag=0.2.0": {in: kube, before: []string{uninstall, installIMDS}, says: "REVISION: 2"},
 
 	// docs/migration-from-nth.md
-	"kubectl exec deploy/lifeboat -- lifeboat check":            {why: whyPod},
-	"helm uninstall aws-node-termination-handler -n kube-system": {why: "needs a release of aws-node-termination-handler, whose chart the testbed does not have"},
-	"helm upgrade lifeboat … --reuse-values --set dryRun=false": {in: kube, before: []string{uninstall, installIMDS + " --set dryRun=true"}, says: "REVISION: 2"},
+	"kubectl exec deploy/lifeboat -- lifeboat check":                {why: whyPod},
+	"helm uninstall aws-node-termination-handler -n kube-system":    {why: "needs a release of aws-node-termination-handler, whose chart the testbed does not have"},
+	"helm upgrade lifeboat … --reuse-values --set dryRun=false":     {in: kube, before: []string{uninstall, installIMDS + " --set dryRun=true"}, says: "REVISION: 2"},
 	"helm install lifeboat deploy/helm/lifeboat -f nth-values.yaml": {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
 	"helm install": {why: whyName},
 
