@@ -19,9 +19,9 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/client-go/pkg/version.gitMajor=1 \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
-TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock helm
+TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock
 
-.PHONY: all build build-imds tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps preflight
+.PHONY: all build build-imds tools helm lint test test-unit test-e2e docs check-docs fuzz clean demo deps preflight
 
 # Debian packages the tests and the demo need (installed by `make deps`, which
 # `make test` and `make demo` run): the real node's container runtime and CNI
@@ -65,7 +65,7 @@ demo: preflight deps tools build
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
 # The testbed suites run one package at a time (-p 1): each starts its own
 # control plane, and their scaled-time scenarios need the CPU.
-test: preflight deps tools lint
+test: preflight deps tools helm lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
 	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
 	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
@@ -95,7 +95,7 @@ test-unit:
 # README that invoke lifeboat, make or helm, each that can run on the
 # testbed; hack/checkdocs lists the others with the reason (docs/testing.md).
 # `make test` runs it too (./hack/...).
-check-docs: preflight deps tools
+check-docs: preflight deps tools helm
 	$(GO) test -count=1 -timeout 10m ./hack/checkdocs
 
 test-e2e: preflight deps tools
@@ -137,9 +137,11 @@ $(BIN)/ec2-metadata-mock: hack/tools/imds/go.mod hack/tools/imds/go.sum
 	@echo "building ec2-metadata-mock"
 	cd hack/tools/imds && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/aws/amazon-ec2-metadata-mock/cmd
 
-# helm runs the docs' helm lines (check-docs), at the version of
-# helm.sh/helm/v3 that go.mod pins for the chart tests, built with its own
-# go.mod from the module proxy (cold: ~4 min on 2 cores).
+# helm builds bin/helm, which runs the docs' helm lines (check-docs, part of
+# test; the demo does not need it), at the version of helm.sh/helm/v3 that
+# go.mod pins for the chart tests, with helm's own go.mod from the module
+# proxy (cold: ~5 min on 2 cores).
+helm: $(BIN)/helm
 $(BIN)/helm: go.mod
 	@v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && echo "building helm $$v" && \
 	GOBIN=$(BIN) $(GO) install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$v" helm.sh/helm/v3/cmd/helm@$$v

@@ -77,7 +77,7 @@ var placeholders = []struct{ doc, testbed string }{
 // Reasons shared by several commands.
 const (
 	whyInMakeTest   = "`make test` runs this test: running it from here would run the test again, inside itself"
-	whyPrerequisite = "a prerequisite `make test` and `make check-docs` run before this test (test: preflight deps tools lint)"
+	whyPrerequisite = "a prerequisite `make test` and `make check-docs` run before this test (test: preflight deps tools helm lint)"
 	whyDemo         = "the demo needs root and a real node and takes ~45 s warm; hack/demo's TestDemo runs the same program on the testbed in `make test`"
 	whyPod          = "needs lifeboat running in a pod (kubectl exec): the testbed's kwok nodes run no containers; a real node needs the image, root and containerd (test/realnode)"
 	whyKubectl      = "needs kubectl, which the testbed does not build (the machine's kubectl, if any, is not pinned); test/e2e TestStatusDuringDrain runs the binary as kubectl-lifeboat with the testbed's KUBECONFIG, as kubectl runs a plugin"
@@ -161,7 +161,7 @@ var verdicts = map[string]verdict{
 	"lifeboat replay FILE|DIR...": {in: bare, says: `"accepted":true`},
 
 	// docs/scale-in-protection.md
-	"lifeboat check --scale-in-protection": {in: queuePod, says: "scale-in protection"},
+	"lifeboat check --scale-in-protection": {in: queuePod, says: "autoscaling:SetInstanceProtection"},
 
 	// docs/status.md
 	"kubectl lifeboat status -o json": {why: whyKubectl},
@@ -171,6 +171,7 @@ var verdicts = map[string]verdict{
 	// docs/testing.md
 	"make test-e2e":   {why: whyInMakeTest + " (its end-to-end half)"},
 	"make check-docs": {why: "this test"},
+	"make helm":       {why: whyPrerequisite},
 	"make deps tools": {why: whyPrerequisite + "; make deps installs Debian packages (root, apt)"},
 }
 

@@ -121,12 +121,13 @@ func startTestbed(t *testing.T) *testbed {
 	return tb
 }
 
-// pinnedHelm returns bin/helm (`make tools` builds it) after checking that
-// it is the version of helm.sh/helm/v3 that go.mod pins.
+// pinnedHelm returns bin/helm after checking that it is the version of
+// helm.sh/helm/v3 that go.mod pins. `make helm` builds it (`make test` and
+// `make check-docs` first).
 func pinnedHelm(root string) (string, error) {
-	helm, err := testenv.BinPath("helm")
-	if err != nil {
-		return "", err
+	helm := filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		return "", fmt.Errorf("helm runs the docs' helm lines and is missing at %s: run `make helm` in the repository root (cold ~5 min)", helm)
 	}
 	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "helm.sh/helm/v3")
 	list.Dir = root
@@ -140,7 +141,7 @@ func pinnedHelm(root string) (string, error) {
 		return "", fmt.Errorf("reading the build of %s: %w", helm, err)
 	}
 	if info.Main.Path != "helm.sh/helm/v3" || info.Main.Version != pinned {
-		return "", fmt.Errorf("%s is %s %s, go.mod pins helm.sh/helm/v3 %s: run `make tools`", helm, info.Main.Path, info.Main.Version, pinned)
+		return "", fmt.Errorf("%s is %s %s, go.mod pins helm.sh/helm/v3 %s: run `make helm`", helm, info.Main.Path, info.Main.Version, pinned)
 	}
 	return helm, nil
 }
@@ -197,6 +198,7 @@ func (tb *testbed) command(ctx context.Context, e env, listen, line string) *exe
 	cmd.Env = tb.environ(e, listen, vars)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	return cmd
 }
 
