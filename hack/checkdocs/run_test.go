@@ -54,7 +54,7 @@ func TestDocCommandsRun(t *testing.T) {
 			tb.check(t, text, v)
 		})
 	}
-	t.Logf("ran %d commands of the docs", run)
+	t.Logf("%d commands of the docs have an environment to run in (-run may have left some out)", run)
 }
 
 // testbed is where the documented commands run.
