@@ -1,5 +1,5 @@
 # lifeboat: see README.md. build, build-imds, lint and test-unit need only Go
-# and the Go module proxy. demo, test and test-e2e also need root, cgroups
+# and the Go module proxy. demo, test, test-e2e and check-docs also need root, cgroups
 # for the real node (v1: the cpu, cpuacct, cpuset, memory and freezer
 # hierarchies; v2: the cpu, cpuset, memory and pids controllers),
 # apt (Debian or Ubuntu: `make deps` installs DEBIAN_PACKAGES),
@@ -21,7 +21,7 @@ K8S_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitMinor=34
 TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok ec2-metadata-mock
 
-.PHONY: all build build-imds tools lint test test-unit test-e2e docs check-docs fuzz clean demo deps preflight
+.PHONY: all build build-imds tools helm lint test test-unit test-e2e docs check-docs fuzz clean demo deps preflight
 
 # Debian packages the tests and the demo need (installed by `make deps`, which
 # `make test` and `make demo` run): the real node's container runtime and CNI
@@ -65,7 +65,7 @@ demo: preflight deps tools build
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
 # The testbed suites run one package at a time (-p 1): each starts its own
 # control plane, and their scaled-time scenarios need the CPU.
-test: preflight deps tools lint
+test: preflight deps tools helm lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
 	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
 	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
@@ -90,6 +90,13 @@ $(BIN)/staticcheck: hack/tools/lint/go.mod hack/tools/lint/go.sum
 
 test-unit:
 	$(GO) test -count=1 ./internal/... ./cmd/...
+
+# check-docs runs the shell commands of README.md, docs/*.md and the chart's
+# README that invoke lifeboat, make or helm, each that can run on the
+# testbed; hack/checkdocs lists the others with the reason (docs/testing.md).
+# `make test` runs it too (./hack/...).
+check-docs: preflight deps tools helm
+	$(GO) test -count=1 -timeout 10m ./hack/checkdocs
 
 test-e2e: preflight deps tools
 	$(GO) test -count=1 -timeout 30m -p 1 ./test/...
@@ -130,6 +137,15 @@ $(BIN)/ec2-metadata-mock: hack/tools/imds/go.mod hack/tools/imds/go.sum
 	@echo "building ec2-metadata-mock"
 	cd hack/tools/imds && $(GO) build -trimpath -ldflags '-s -w' -o $@ github.com/aws/amazon-ec2-metadata-mock/cmd
 
+# helm builds bin/helm, which runs the docs' helm lines (check-docs, part of
+# test; the demo does not need it), at the version of helm.sh/helm/v3 that
+# go.mod pins for the chart tests, with helm's own go.mod from the module
+# proxy (cold: ~5 min on 2 cores).
+helm: $(BIN)/helm
+$(BIN)/helm: go.mod
+	@v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && echo "building helm $$v" && \
+	GOBIN=$(BIN) $(GO) install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$$v" helm.sh/helm/v3/cmd/helm@$$v
+
 clean:
 	rm -rf $(BIN)
 
@@ -144,5 +160,5 @@ deps:
 # runs prerequisites in order (.NOTPARALLEL keeps it so under -j; before GNU
 # make 4.4 it makes a -j run wholly serial).
 preflight:
-	@$(GO) run ./hack/preflight -target $(firstword $(filter demo test test-e2e,$(MAKECMDGOALS)) preflight) -packages "$(DEBIAN_PACKAGES)"
-.NOTPARALLEL: demo test test-e2e
+	@$(GO) run ./hack/preflight -target $(firstword $(filter demo test test-e2e check-docs,$(MAKECMDGOALS)) preflight) -packages "$(DEBIAN_PACKAGES)"
+.NOTPARALLEL: demo test test-e2e check-docs
