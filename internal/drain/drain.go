@@ -59,7 +59,7 @@ type Options struct {
 	// reported the same way. Zero: DefaultStuckAfter.
 	StuckAfter time.Duration
 	// Actions are the optional node actions (grace periods, taint effect,
-	// load balancer label, out-of-service taint).
+	// load balancer label).
 	Actions Actions
 }
 
