@@ -18,6 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/ec2tag"
 	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/outofservice"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 	"lifeboat.dev/lifeboat/internal/volumes"
 )
@@ -95,6 +96,12 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
+	var oos *outofservice.Watcher
+	if cfg.OutOfServiceTaint {
+		oos = outofservice.New(outofservice.Deps{Nodes: index, Writer: drainer, EC2: ec2Client, Recorder: a.recorder,
+			Metrics: a.metrics, Clock: a.clock, Log: a.log}, outofservice.Options{})
+		intakeOpts.Observe = oos.Observe
+	}
 	if cfg.PrivateDNSLookup {
 		intakeOpts.Resolve = privateDNSResolver(ec2Client)
 	}
@@ -119,6 +126,9 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		lg.Go(func() error { return in.Run(workCtx) })
 		if cfg.ScaleInProtection {
 			lg.Go(func() error { return a.protector(cs, index, drainer, asgClient).Run(workCtx) })
+		}
+		if oos != nil {
+			lg.Go(func() error { return oos.Run(workCtx) })
 		}
 		lg.Go(func() error {
 			defer stopWork()

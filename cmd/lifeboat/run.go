@@ -162,7 +162,7 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
 		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
-			ExcludeFromLB: a.cfg.ExcludeFromLB, OutOfService: a.cfg.OutOfServiceTaint},
+			ExcludeFromLB: a.cfg.ExcludeFromLB},
 	})
 }
 

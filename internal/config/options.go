@@ -167,7 +167,7 @@ var options = []option{
 	{name: "exclude-from-load-balancers", def: "false", usage: "label cordoned nodes node.kubernetes.io/exclude-from-external-load-balancers (removed again on uncordon, if lifeboat added it)",
 		bind: boolOpt(func(c *Config) *bool { return &c.ExcludeFromLB })},
 	{name: "out-of-service-taint", modes: []Mode{ModeQueue}, def: "false",
-		why: "the taint tells Kubernetes the node has shut down, and a pod on the dying instance cannot confirm its own shutdown; use queue mode", usage: "after a node's drain, taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (pods left are deleted and their volumes detached at once)",
+		why: "the taint tells Kubernetes the node has shut down, and a pod on the dying instance cannot confirm its own shutdown; use queue mode", usage: "once EC2 says the instance of a node lifeboat cordoned has stopped or terminated (its state-change notification, or ec2:DescribeInstances 30 s after the drain, then every 30 s), taint the node node.kubernetes.io/out-of-service=nodeshutdown:NoExecute (the pods left are deleted and their volumes detached); the taint goes when the instance runs again",
 		bind: boolOpt(func(c *Config) *bool { return &c.OutOfServiceTaint })},
 	{name: "complete-lifecycle", modes: []Mode{ModeQueue}, def: "true", tokenOp: true, usage: "heartbeat and complete Auto Scaling lifecycle actions",
 		bind: boolOpt(func(c *Config) *bool { return &c.CompleteLifecycle })},

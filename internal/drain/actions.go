@@ -19,6 +19,8 @@ const (
 	ExcludeFromLBValue = "lifeboat"
 	// TaintOutOfService tells Kubernetes the node is shut down: pods
 	// without a toleration are deleted and their volumes detached at once.
+	// It is safe only on a node whose instance no longer runs: package
+	// outofservice decides when (MarkOutOfService, ClearOutOfService).
 	TaintOutOfService = "node.kubernetes.io/out-of-service"
 	// OutOfServiceValue is the taint's value (the one Kubernetes documents).
 	OutOfServiceValue = "nodeshutdown"
@@ -29,7 +31,7 @@ const (
 
 // Actions are the optional node actions of a Drainer. The zero value is
 // lifeboat's default: pods' own grace periods, no cap on a drain but AWS's
-// deadline, NoSchedule taints, no label, no out-of-service taint.
+// deadline, NoSchedule taints, no label.
 type Actions struct {
 	// PodGrace, if positive, is the grace period every eviction asks for
 	// instead of the pod's own (still cut to fit a deadline).
@@ -41,9 +43,6 @@ type Actions struct {
 	TaintEffect corev1.TaintEffect
 	// ExcludeFromLB labels cordoned nodes LabelExcludeFromLB.
 	ExcludeFromLB bool
-	// OutOfService taints a node TaintOutOfService (NoExecute) once its
-	// drain has succeeded.
-	OutOfService bool
 }
 
 func (a Actions) taintEffect() corev1.TaintEffect {
@@ -101,42 +100,55 @@ func unmarkCordoned(n *corev1.Node) bool {
 		delete(n.Labels, LabelExcludeFromLB)
 		changed = true
 	}
-	if n.Annotations[AnnotationOutOfService] == "true" {
-		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService })
-		delete(n.Annotations, AnnotationOutOfService)
-		changed = true
+	return unmarkOutOfService(n) || changed
+}
+
+// unmarkOutOfService removes the out-of-service taint and its annotation
+// if lifeboat added them; it reports whether n changed.
+func unmarkOutOfService(n *corev1.Node) bool {
+	if n.Annotations[AnnotationOutOfService] != "true" {
+		return false
 	}
-	return changed
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService })
+	delete(n.Annotations, AnnotationOutOfService)
+	return true
 }
 
 // Drain evicts every pod on node that lifeboat may evict, ordinary pods
 // first and system-critical pods last, and waits until they are gone. With a
 // non-zero deadline (AWS's, or Actions.NodeGrace from now when earlier),
 // grace periods are capped to the time left (never below 1 s). Every wait
-// is bounded: by the deadline, or by Options.StuckAfter. After a drain that
-// succeeded, Actions.OutOfService taints the node. progress may be nil.
-// A drain that ends with pods still on the node, at the deadline or
-// canceled (ctx; its error is then ctx's), names them in Result.CutOff
-// with why; canceled, its Result is what it did until then.
+// is bounded: by the deadline, or by Options.StuckAfter. It never adds the
+// out-of-service taint: the instance may still be running when the drain
+// ends. progress may be nil. A drain that ends with pods still on the
+// node, at the deadline or canceled (ctx; its error is then ctx's), names
+// them in Result.CutOff with why; canceled, its Result is what it did
+// until then.
 func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	res, err := d.drainPods(ctx, node, d.acts.capDeadline(deadline, d.clock.Now()), progress)
 	sortCut(res.CutOff)
-	if err != nil || !d.acts.OutOfService || d.dryRun {
-		return res, err
-	}
-	return res, d.taintOutOfService(ctx, node)
+	return res, err
 }
 
-// taintOutOfService adds the out-of-service taint (NoExecute) and the
-// annotation that says lifeboat added it.
-func (d *Drainer) taintOutOfService(ctx context.Context, node string) error {
-	_, err := d.modify(ctx, node, "tainting out of service", func(n *corev1.Node) bool {
+// MarkOutOfService adds the out-of-service taint (NoExecute) and the
+// annotation that says lifeboat added it, unless the node carries the
+// taint already (lifeboat's, or someone else's). Call it only once the
+// node's instance is confirmed shut down. It reports whether it changed
+// the node.
+func (d *Drainer) MarkOutOfService(ctx context.Context, node string) (bool, error) {
+	return d.modify(ctx, node, "tainting out of service", func(n *corev1.Node) bool {
 		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == TaintOutOfService }) {
-			return false // ours from an earlier drain, or someone else's
+			return false
 		}
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
 		setAnnotation(n, AnnotationOutOfService, "true")
 		return true
 	})
-	return err
+}
+
+// ClearOutOfService removes the out-of-service taint lifeboat added (and
+// its annotation), never one it did not add. It reports whether it changed
+// the node.
+func (d *Drainer) ClearOutOfService(ctx context.Context, node string) (bool, error) {
+	return d.modify(ctx, node, "removing out-of-service taint", unmarkOutOfService)
 }

@@ -1,6 +1,7 @@
 package drain_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -55,8 +56,9 @@ func TestGracePeriodActions(t *testing.T) {
 }
 
 // The taint effect, the load balancer label and the out-of-service taint
-// are set on the real API server, and Uncordon removes what lifeboat
-// added, never what an operator set.
+// (marked once EC2 confirms the shutdown, never by the drain itself) are
+// set on the real API server, and Uncordon removes what lifeboat added,
+// never what an operator set.
 func TestNodeActions(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t, time.Minute)
@@ -66,16 +68,16 @@ func TestNodeActions(t *testing.T) {
 		adminLabel bool // the operator labelled the node first
 		wantEffect corev1.TaintEffect
 		wantLabel  string // "" : no label while cordoned
-		wantOOS    bool
-		keptLabel  bool // the label stays after Uncordon
+		markOOS    bool   // MarkOutOfService after the drain
+		keptLabel  bool   // the label stays after Uncordon
 	}{
 		{name: "defaults", wantEffect: corev1.TaintEffectNoSchedule},
 		{name: "NoExecute and excluded from load balancers", acts: drain.Actions{TaintEffect: corev1.TaintEffectNoExecute, ExcludeFromLB: true},
 			wantEffect: corev1.TaintEffectNoExecute, wantLabel: drain.ExcludeFromLBValue},
 		{name: "operator's label kept", acts: drain.Actions{ExcludeFromLB: true}, adminLabel: true,
 			wantEffect: corev1.TaintEffectNoSchedule, wantLabel: "admin", keptLabel: true},
-		{name: "out of service after the drain", acts: drain.Actions{TaintEffect: corev1.TaintEffectPreferNoSchedule, OutOfService: true},
-			wantEffect: corev1.TaintEffectPreferNoSchedule, wantOOS: true},
+		{name: "out of service marked after the drain", acts: drain.Actions{TaintEffect: corev1.TaintEffectPreferNoSchedule},
+			wantEffect: corev1.TaintEffectPreferNoSchedule, markOOS: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +96,11 @@ func TestNodeActions(t *testing.T) {
 			if _, err := d.Drain(ctx, node, time.Time{}, nil); err != nil {
 				t.Fatal(err)
 			}
+			if tt.markOOS {
+				if changed, err := d.MarkOutOfService(ctx, node); err != nil || !changed {
+					t.Fatalf("MarkOutOfService: changed %v, %v", changed, err)
+				}
+			}
 			n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -105,8 +112,8 @@ func TestNodeActions(t *testing.T) {
 				t.Errorf("label %s = %q, want %q", drain.LabelExcludeFromLB, got, tt.wantLabel)
 			}
 			oos := taintOf(n, drain.TaintOutOfService)
-			if (oos != nil) != tt.wantOOS || (oos != nil && (oos.Effect != corev1.TaintEffectNoExecute || oos.Value != drain.OutOfServiceValue)) {
-				t.Errorf("out-of-service taint = %+v, want present: %v (NoExecute, %s)", oos, tt.wantOOS, drain.OutOfServiceValue)
+			if (oos != nil) != tt.markOOS || (oos != nil && (oos.Effect != corev1.TaintEffectNoExecute || oos.Value != drain.OutOfServiceValue)) {
+				t.Errorf("out-of-service taint = %+v, want present: %v (NoExecute, %s)", oos, tt.markOOS, drain.OutOfServiceValue)
 			}
 			if _, err := d.Uncordon(ctx, node, "lifeboat.io/", nil); err != nil {
 				t.Fatal(err)
@@ -125,6 +132,49 @@ func TestNodeActions(t *testing.T) {
 				t.Error("after uncordon, the out-of-service annotation is still present")
 			}
 		})
+	}
+}
+
+// ClearOutOfService removes the taint lifeboat marked, and MarkOutOfService
+// and ClearOutOfService leave an operator's taint as it is.
+func TestOutOfServiceMarkAndClear(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t, time.Minute)
+	d := newDrainer(drain.Options{})
+	ours := env.Node(t, testenv.NodeSpec{}).Name
+	if changed, err := d.MarkOutOfService(ctx, ours); err != nil || !changed {
+		t.Fatalf("MarkOutOfService: changed %v, %v", changed, err)
+	}
+	if changed, err := d.MarkOutOfService(ctx, ours); err != nil || changed {
+		t.Fatalf("MarkOutOfService again: changed %v, %v; want no change", changed, err)
+	}
+	if changed, err := d.ClearOutOfService(ctx, ours); err != nil || !changed {
+		t.Fatalf("ClearOutOfService: changed %v, %v", changed, err)
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, ours, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := taintOf(n, drain.TaintOutOfService); got != nil || n.Annotations[drain.AnnotationOutOfService] != "" {
+		t.Errorf("after ClearOutOfService: taint %+v, annotation %q", got, n.Annotations[drain.AnnotationOutOfService])
+	}
+
+	theirs := env.Node(t, testenv.NodeSpec{}).Name
+	patch := []byte(`{"spec":{"taints":[{"key":"` + drain.TaintOutOfService + `","value":"operator","effect":"NoExecute"}]}}`)
+	if _, err := env.Client.CoreV1().Nodes().Patch(ctx, theirs, "application/merge-patch+json", patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []func(context.Context, string) (bool, error){d.MarkOutOfService, d.ClearOutOfService} {
+		if changed, err := f(ctx, theirs); err != nil || changed {
+			t.Fatalf("changed %v, %v; want the operator's taint left alone", changed, err)
+		}
+	}
+	n, err = env.Client.CoreV1().Nodes().Get(ctx, theirs, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := taintOf(n, drain.TaintOutOfService); got == nil || got.Value != "operator" {
+		t.Errorf("operator's taint = %+v", got)
 	}
 }
 

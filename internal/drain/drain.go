@@ -56,7 +56,7 @@ type Options struct {
 	// is waited for. Zero: DefaultStuckAfter.
 	StuckAfter time.Duration
 	// Actions are the optional node actions (grace periods, taint effect,
-	// load balancer label, out-of-service taint).
+	// load balancer label).
 	Actions Actions
 }
 

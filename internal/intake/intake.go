@@ -57,6 +57,10 @@ type Options struct {
 	// UnknownInstance like those of an instance of no node. nil: every
 	// node is lifeboat's.
 	Managed func(ctx context.Context, instanceID string) (bool, error)
+	// Observe, if set, is shown every event about a node of this cluster
+	// that lifeboat acts on, before it is submitted (--out-of-service-taint
+	// learns instance states from it). It must not block.
+	Observe func(event.Event)
 }
 
 // Intake is queue mode's intake.
@@ -115,6 +119,9 @@ func (in *Intake) Handle(ctx context.Context, msg sqs.Message) {
 		node, ok := in.resolve(ctx, e.InstanceID)
 		switch {
 		case ok && in.managed(ctx, e):
+			if in.o.Observe != nil {
+				in.o.Observe(e)
+			}
 			byNode[node] = append(byNode[node], e)
 			instanceOf[node] = e.InstanceID
 		case ok:

@@ -375,3 +375,28 @@ func spotID(t *testing.T, instance string) string {
 	}
 	return res.Events[0].ID
 }
+
+// Options.Observe (--out-of-service-taint) is shown the events of the
+// cluster's nodes, a state change's state included, and nothing about an
+// instance that is no node.
+func TestObserveSeesEventsOfNodes(t *testing.T) {
+	var mu sync.Mutex
+	var seen []event.Event
+	in, _, _ := start(t, Options{UnknownInstance: config.UnknownDelete, Observe: func(e event.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, e)
+	}})
+	stateChange := func(instance, state string) []byte {
+		return []byte(`{"version":"0","id":"` + instance + `-sc","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2",
+		"account":"123456789012","time":"2026-11-21T12:00:00Z","region":"us-east-1","resources":[],
+		"detail":{"instance-id":"` + instance + `","state":"` + state + `"}}`)
+	}
+	in.Handle(context.Background(), msg("a", stateChange(instA, "stopped")))
+	in.Handle(context.Background(), msg("c", stateChange(instC, "terminated")))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0].Kind != event.StateChange || seen[0].InstanceID != instA || seen[0].Action != "stopped" {
+		t.Fatalf("observed %+v, want the one state change of %s (stopped)", seen, instA)
+	}
+}

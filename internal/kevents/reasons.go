@@ -40,6 +40,8 @@ var Reasons = []Reason{
 	{"HeartbeatsFailing", corev1.EventTypeWarning},
 	{"Uncordoned", corev1.EventTypeNormal},
 	{"RebalanceCordonExpired", corev1.EventTypeNormal},
+	{"OutOfServiceTainted", corev1.EventTypeNormal},
+	{"OutOfServiceRemoved", corev1.EventTypeNormal},
 	{"ScaleInProtected", corev1.EventTypeNormal},
 	{"ScaleInProtectionLifted", corev1.EventTypeNormal},
 	{"Failed", corev1.EventTypeWarning},
