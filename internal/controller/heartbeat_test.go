@@ -82,25 +82,33 @@ func (f *fakeLifecycle) Hook(ctx context.Context, _, _ string) (lifecycle.Hook, 
 	return f.hook, nil
 }
 
+// Complete records the completion; afterComplete runs before it returns
+// (the controller sees its effect before it goes on, as it would see an
+// event that arrived while the call was in flight).
 func (f *fakeLifecycle) Complete(_ context.Context, _ string, a event.LifecycleAction, result lifecycle.Result) error {
+	after, err := f.complete(a, result)
+	if after != nil {
+		after()
+	}
+	return err
+}
+
+func (f *fakeLifecycle) complete(a event.LifecycleAction, result lifecycle.Result) (func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.beatRunningAtComplete = append(f.beatRunningAtComplete, f.beating > 0)
 	f.completeCalls++
 	if f.completeCalls <= f.completeFails {
-		return errThrottled
+		return nil, errThrottled
 	}
 	if f.gone != nil {
 		if f.gone[a.Token] {
-			return lifecycle.ErrNoActiveAction
+			return nil, lifecycle.ErrNoActiveAction
 		}
 		f.gone[a.Token] = true
 	}
 	f.completed = append(f.completed, string(result))
-	if f.afterComplete != nil {
-		go f.afterComplete()
-	}
-	return nil
+	return f.afterComplete, nil
 }
 
 func (f *fakeLifecycle) KeepAlive(ctx context.Context, _ string, _ event.LifecycleAction, interval *lifecycle.Interval, until time.Time, beat func(error)) error {
