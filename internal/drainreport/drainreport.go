@@ -123,6 +123,13 @@ func (w *Work) count(counts map[string]int, final bool) {
 	if w.counted == nil {
 		w.counted = map[string]bool{}
 	}
+	// Pods are counted when the work ends: a pod a drain cut short saw
+	// evicted may still be terminating when the instance goes, and is then
+	// cut off, not evicted (test/realnode TestInstanceDiesMidShutdown saw it
+	// counted evicted).
+	if !final {
+		return
+	}
 	cut := map[string]bool{}
 	for _, c := range w.res.CutOff {
 		cut[c.Key()] = true
@@ -132,9 +139,6 @@ func (w *Work) count(counts map[string]int, final bool) {
 			w.counted[p] = true
 			counts[LabelEvicted]++
 		}
-	}
-	if !final {
-		return
 	}
 	for _, c := range w.res.CutOff {
 		if !w.counted[c.Key()] {
