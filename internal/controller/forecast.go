@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -181,15 +180,4 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 }
 
 // listMisses lists up to five misses for a message.
-func listMisses(ms []forecast.Miss) string {
-	const most = 5
-	var parts []string
-	for i, m := range ms {
-		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ms)-most))
-			break
-		}
-		parts = append(parts, m.String())
-	}
-	return strings.Join(parts, "; ")
-}
+func listMisses(ms []forecast.Miss) string { return drain.ListFive(ms) }

@@ -104,15 +104,18 @@ func (e *drainError) Error() string   { return e.msg }
 func (e *drainError) Unwrap() []error { return e.errs }
 
 // ListProblems names up to five pods and why, for an Event or a log line.
-func ListProblems(ps []PodProblem) string {
+func ListProblems(ps []PodProblem) string { return ListFive(ps) }
+
+// ListFive joins the first five of xs with "; ", then "and N more".
+func ListFive[T fmt.Stringer](xs []T) string {
 	const most = 5
 	var parts []string
-	for i, p := range ps {
+	for i, x := range xs {
 		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(ps)-most))
+			parts = append(parts, fmt.Sprintf("and %d more", len(xs)-most))
 			break
 		}
-		parts = append(parts, p.String())
+		parts = append(parts, x.String())
 	}
 	return strings.Join(parts, "; ")
 }
