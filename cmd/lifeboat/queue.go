@@ -96,10 +96,11 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
-	var oos *outofservice.Watcher
-	if cfg.OutOfServiceTaint {
+	var oos *outofservice.Watcher // after the instance goes: the out-of-service taint, ghost nodes
+	if cfg.OutOfServiceTaint || cfg.GhostNodeAfter > 0 {
 		oos = outofservice.New(outofservice.Deps{Nodes: index, Writer: drainer, EC2: ec2Client, Recorder: a.recorder,
-			Metrics: a.metrics, Clock: a.clock, Log: a.log}, outofservice.Options{})
+			Metrics: a.metrics, Clock: a.clock, Log: a.log},
+			outofservice.Options{Taint: cfg.OutOfServiceTaint, GhostAfter: cfg.GhostNodeAfter, DeleteGhosts: cfg.DeleteGhostNodes})
 		intakeOpts.Observe = oos.Observe
 	}
 	if cfg.PrivateDNSLookup {

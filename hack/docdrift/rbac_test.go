@@ -17,13 +17,15 @@ const exampleQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat"
 
 // chartGrants returns every "resource verb" the chart's ClusterRoles and
 // Roles grant, over the renders that between them grant everything: queue
-// mode with its defaults and with forceDeleteAtDeadline, IMDS mode.
+// mode with its defaults, with forceDeleteAtDeadline and with
+// deleteGhostNodes, IMDS mode.
 func chartGrants(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, values := range []map[string]any{
 		{"queueURL": exampleQueue},
 		{"queueURL": exampleQueue, "forceDeleteAtDeadline": true},
+		{"queueURL": exampleQueue, "deleteGhostNodes": true},
 		{"mode": "imds"},
 	} {
 		r, err := testenv.RenderChart("lifeboat", "kube-system", values)

@@ -216,7 +216,7 @@ func (r *run) probePermissions(ctx context.Context) {
 			AutoScalingGroupName: aws.String(group), InstanceIds: []string{probeInstanceID}, ProtectedFromScaleIn: aws.Bool(false)})
 		p.record("autoscaling:SetInstanceProtection", err)
 	}
-	if (r.cfg.PrivateDNSLookup || r.cfg.OutOfServiceTaint) && r.c.EC2 != nil {
+	if (r.cfg.PrivateDNSLookup || r.cfg.OutOfServiceTaint || r.cfg.DeleteGhostNodes) && r.c.EC2 != nil {
 		p.need("ec2:DescribeInstances", true, "")
 		_, err := r.c.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{DryRun: aws.Bool(true)})
 		var ae smithy.APIError

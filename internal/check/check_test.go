@@ -322,6 +322,8 @@ func TestPermissions(t *testing.T) {
 			[]string{"DENIED (lifeboat run needs them): ec2:DescribeInstances"}},
 		{"out-of-service taint denied", []string{"ec2:DescribeInstances"}, []string{"--out-of-service-taint"}, Fail,
 			[]string{"DENIED (lifeboat run needs them): ec2:DescribeInstances"}},
+		{"ghost node deletion denied", []string{"ec2:DescribeInstances"}, []string{"--delete-ghost-nodes"}, Fail,
+			[]string{"DENIED (lifeboat run needs them): ec2:DescribeInstances"}},
 		{"managed tag allowed", nil, []string{"--managed-tag", "team/lb"}, OK, []string{"ec2:DescribeTags"}},
 		{"managed tag dry run denied", []string{"ec2:DescribeTags"}, []string{"--managed-tag", "team/lb"}, Fail,
 			[]string{"DENIED (lifeboat run needs them): ec2:DescribeTags"}},

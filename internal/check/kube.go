@@ -67,6 +67,9 @@ func accesses(cfg config.Config) []access {
 	if cfg.ForceDeleteAtDeadline {
 		out = append(out, access{verb: "delete", resource: "pods", why: "--force-delete-at-deadline"})
 	}
+	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
+		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
+	}
 	out = append(out, access{verb: "list", group: "policy", resource: "poddisruptionbudgets", why: "the drain forecast"})
 	// Events about Nodes (cluster-scoped) go to the default namespace,
 	// those about pods (the drain forecast's warnings) to theirs.
@@ -157,6 +160,9 @@ func extraAccess(cfg config.Config) string {
 	s := ""
 	if cfg.ForceDeleteAtDeadline {
 		s += ", pods delete"
+	}
+	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
+		s += ", nodes delete"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
 		s += ", volumeattachments list/watch"

@@ -86,6 +86,11 @@ type Config struct {
 	TaintEffect           string
 	ExcludeFromLB         bool
 	OutOfServiceTaint     bool
+	// GhostNodeAfter: a node lifeboat cordoned whose instance EC2 said is
+	// terminated and that is still there this long after is reported (0:
+	// never); DeleteGhostNodes deletes it.
+	GhostNodeAfter   time.Duration
+	DeleteGhostNodes bool
 
 	// Auto Scaling lifecycle actions.
 	CompleteLifecycle      bool

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -48,6 +49,12 @@ func (c *Config) validateScope() []error {
 	}
 	if c.VolumeDetachTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--volume-detach-timeout %s: must be ≥ 0", c.VolumeDetachTimeout))
+	}
+	if c.GhostNodeAfter < 0 {
+		errs = append(errs, fmt.Errorf("--ghost-node-after %s: must be ≥ 0", c.GhostNodeAfter))
+	}
+	if c.DeleteGhostNodes && c.GhostNodeAfter == 0 {
+		errs = append(errs, errors.New("--delete-ghost-nodes needs --ghost-node-after > 0 (how long a terminated instance's Node may stay)"))
 	}
 	return errs
 }

@@ -42,6 +42,8 @@ var Reasons = []Reason{
 	{"RebalanceCordonExpired", corev1.EventTypeNormal},
 	{"OutOfServiceTainted", corev1.EventTypeNormal},
 	{"OutOfServiceRemoved", corev1.EventTypeNormal},
+	{"GhostNode", corev1.EventTypeWarning},
+	{"GhostNodeDeleted", corev1.EventTypeNormal},
 	{"ScaleInProtected", corev1.EventTypeNormal},
 	{"ScaleInProtectionLifted", corev1.EventTypeNormal},
 	{"Failed", corev1.EventTypeWarning},

@@ -40,6 +40,7 @@ type NodeClient interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Update(ctx context.Context, node *corev1.Node, opts metav1.UpdateOptions) (*corev1.Node, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
 // PodClient is the part of client-go's PodInterface lifeboat uses.

@@ -132,6 +132,10 @@ func (n nodes) Update(ctx context.Context, node *corev1.Node, opts metav1.Update
 	return out, err
 }
 
+func (n nodes) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return n.c.Delete().UseProtobufAsDefault().Resource("nodes").Name(name).Body(&opts).Do(ctx).Error()
+}
+
 func (n nodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
 	out := &corev1.Node{}
 	err := n.c.Patch(pt).UseProtobufAsDefault().Resource("nodes").Name(name).SubResource(subresources...).VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(out)

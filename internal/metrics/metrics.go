@@ -29,6 +29,7 @@ type Metrics struct {
 	KubeRequests     *prometheus.CounterVec // verb, resource
 	ForecastMisses   prometheus.Counter
 	ForecastOutcomes *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
+	GhostNodes       prometheus.Gauge
 }
 
 // New returns fresh collectors.
@@ -75,6 +76,8 @@ func New() *Metrics {
 			Help: "Forecast drains by what was forecast (certain-miss, possible-miss, clear) and how the drain ended (missed, grace-cut, made)."}, []string{"forecast", "outcome"}),
 		NotifyRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "lifeboat_notification_retries_total",
 			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
+		GhostNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_ghost_nodes",
+			Help: "Nodes lifeboat cordoned whose instance EC2 said is terminated and that are still there --ghost-node-after later (queue mode, the leader)."}),
 	}
 }
 
@@ -82,7 +85,7 @@ func New() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -1,7 +1,9 @@
-// Package outofservice adds node.kubernetes.io/out-of-service to a node
-// lifeboat handled once EC2 confirms that its instance has shut down, and
-// removes it when the instance runs again (--out-of-service-taint, queue
-// mode).
+// Package outofservice looks after the nodes lifeboat handled once their
+// instance has gone (queue mode): it adds node.kubernetes.io/out-of-service
+// once EC2 confirms that the instance has shut down and removes it when the
+// instance runs again (--out-of-service-taint), and it reports, and with
+// --delete-ghost-nodes deletes, a Node still there a bound after EC2 said
+// its instance terminated (--ghost-node-after).
 //
 // The taint makes the control plane force-delete the pods left on the node
 // and detach their volumes; Kubernetes documents that it may be added only
@@ -10,10 +12,12 @@
 // the queue (Observe), or, when none came, DescribeInstances for the nodes
 // lifeboat drained, batched and at a bounded rate.
 //
-// It owns that decision (Decide, pure) and the loop that applies it
-// (Watcher). It must not cordon or drain, and it writes to Nodes only
-// through package drain.
+// It owns those decisions (Decide and Ghost, pure) and the loop that
+// applies them (Watcher). It must not cordon or drain, and it writes to
+// Nodes only through package drain.
 package outofservice
+
+import "time"
 
 // EC2 instance states, exactly as EC2 spells them.
 const (
@@ -69,6 +73,14 @@ func Decide(state string, tainted, ours bool) Action {
 		}
 	}
 	return Keep
+}
+
+// Ghost reports whether a node is a ghost at now: its instance is
+// terminated (EC2 said so at terminatedAt) and the Node is still there
+// after, which the cloud controller normally deletes well within that.
+// after 0 means never.
+func Ghost(state string, terminatedAt, now time.Time, after time.Duration) bool {
+	return after > 0 && state == StateTerminated && !now.Before(terminatedAt.Add(after))
 }
 
 // final reports whether an instance never leaves state: a terminated

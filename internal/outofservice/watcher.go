@@ -37,8 +37,10 @@ const (
 
 // Reasons of the Kubernetes Events on the Node.
 const (
-	ReasonTainted = "OutOfServiceTainted"
-	ReasonRemoved = "OutOfServiceRemoved"
+	ReasonTainted      = "OutOfServiceTainted"
+	ReasonRemoved      = "OutOfServiceRemoved"
+	ReasonGhost        = "GhostNode"
+	ReasonGhostDeleted = "GhostNodeDeleted"
 )
 
 // nodeSource is the node cache (*nodes.Index).
@@ -47,10 +49,11 @@ type nodeSource interface {
 	WaitSynced(ctx context.Context) error
 }
 
-// nodeWriter writes the taint (*drain.Drainer).
+// nodeWriter writes the taint and deletes ghost nodes (*drain.Drainer).
 type nodeWriter interface {
 	MarkOutOfService(ctx context.Context, node string) (bool, error)
 	ClearOutOfService(ctx context.Context, node string) (bool, error)
+	DeleteNode(ctx context.Context, node string, uid types.UID) error
 }
 
 var (
@@ -60,11 +63,24 @@ var (
 
 // Options configure a Watcher.
 type Options struct {
+	// Taint adds and removes the out-of-service taint
+	// (--out-of-service-taint).
+	Taint bool
+	// GhostAfter: a handled node still there this long after EC2 said its
+	// instance terminated is a ghost, reported (0: never).
+	GhostAfter time.Duration
+	// DeleteGhosts deletes a ghost node that is not Ready.
+	DeleteGhosts bool
 	// Interval: see DefaultInterval (0: DefaultInterval).
 	Interval time.Duration
 	// Tick: how often the nodes are looked at (0: 2 s).
 	Tick time.Duration
 }
+
+// describes reports whether EC2 is asked about instances: only for the
+// options that need confirmed states without a notification (the taint,
+// the deletion), so that the default needs no ec2:DescribeInstances.
+func (o Options) describes() bool { return o.Taint || o.DeleteGhosts }
 
 // Deps are a Watcher's collaborators.
 type Deps struct {
@@ -98,15 +114,20 @@ type observation struct {
 
 // tracked is a node the Watcher looks after.
 type tracked struct {
-	since   time.Time     // first seen handled
-	retry   time.Time     // after a failed write: not before
-	backoff time.Duration // the last pause after a failed write
+	uid      types.UID     // of the Node seen (a node registered again under its name is another)
+	since    time.Time     // first seen handled
+	retry    time.Time     // after a failed write: not before
+	backoff  time.Duration // the last pause after a failed write
+	reported bool          // reported as a ghost
+	deleted  bool          // deleted as a ghost (the cache may still list it)
 }
 
 // candidate is a handled node as the cache shows it.
 type candidate struct {
 	node, instanceID string
+	uid              types.UID
 	tainted, ours    bool
+	ready            bool
 }
 
 // New returns a Watcher.
@@ -149,6 +170,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	t := w.Clock.NewTicker(w.o.Tick)
 	defer t.Stop()
+	defer w.Metrics.GhostNodes.Set(0) // a replica that stops leading counts none
 	for {
 		w.sync(ctx)
 		select {
@@ -161,24 +183,34 @@ func (w *Watcher) Run(ctx context.Context) error {
 }
 
 // sync is one look at the nodes: ask EC2 about the instances that are due,
-// then add or remove each handled node's taint as Decide says.
+// then add or remove each handled node's taint as Decide says, and report
+// (and delete) the ghosts.
 func (w *Watcher) sync(ctx context.Context) {
 	now := w.Clock.Now()
 	cands := w.candidates(now)
-	w.ask(ctx, w.due(cands, now), now)
+	if w.o.describes() {
+		w.ask(ctx, w.due(cands, now), now)
+	}
+	ghosts := 0
 	for _, c := range cands {
 		if ctx.Err() != nil {
 			return
 		}
-		w.apply(ctx, c, now)
+		if w.o.Taint {
+			w.apply(ctx, c, now)
+		}
+		if w.ghost(ctx, c, now) {
+			ghosts++
+		}
 	}
+	w.Metrics.GhostNodes.Set(float64(ghosts))
 }
 
 // handled reports whether n is a node whose taint lifeboat looks after:
 // one it cordoned for an interruption (work in progress or finished) and
 // that is still cordoned, or one that carries lifeboat's taint.
 func handled(n *corev1.Node) (candidate, bool) {
-	c := candidate{node: n.Name, instanceID: nodes.InstanceID(n.Spec.ProviderID)}
+	c := candidate{node: n.Name, instanceID: nodes.InstanceID(n.Spec.ProviderID), uid: n.UID, ready: nodes.Ready(n)}
 	c.ours = n.Annotations[drain.AnnotationOutOfService] == "true"
 	c.tainted = slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == drain.TaintOutOfService })
 	_, working := n.Annotations[drain.AnnotationEvents]
@@ -203,8 +235,8 @@ func (w *Watcher) candidates(now time.Time) []candidate {
 	names := map[string]bool{}
 	for _, c := range cands {
 		names[c.node] = true
-		if _, ok := w.nodes[c.node]; !ok {
-			w.nodes[c.node] = &tracked{since: now}
+		if t, ok := w.nodes[c.node]; !ok || t.uid != c.uid {
+			w.nodes[c.node] = &tracked{uid: c.uid, since: now}
 		}
 	}
 	for name := range w.nodes {
@@ -233,6 +265,13 @@ func (w *Watcher) learn(instanceID, state string, at time.Time) {
 		return
 	}
 	w.seen[instanceID] = observation{state: state, at: at}
+}
+
+// observation returns what is known of an instance (zero: nothing).
+func (w *Watcher) observation(instanceID string) observation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[instanceID]
 }
 
 // state is what is known of an instance's state now: "" when nothing is,
@@ -300,14 +339,7 @@ func (w *Watcher) apply(ctx context.Context, c candidate, now time.Time) {
 	if errors.Is(err, drain.ErrNodeGone) {
 		return // the taint went with the node
 	}
-	w.mu.Lock()
-	if err != nil {
-		t.backoff = min(max(2*t.backoff, w.o.Tick), w.o.Interval)
-		t.retry = now.Add(t.backoff)
-	} else {
-		t.backoff, t.retry = 0, time.Time{}
-	}
-	w.mu.Unlock()
+	w.pause(t, err, now)
 	if err != nil {
 		w.Metrics.Actions.WithLabelValues(metric, "error").Inc()
 		w.Log.Warn("out-of-service taint not written", "node", c.node, "instanceID", c.instanceID, "action", act.String(), "state", state, "error", err.Error())
@@ -325,11 +357,32 @@ func (w *Watcher) apply(ctx context.Context, c candidate, now time.Time) {
 	}
 }
 
+// pause records the outcome of a write to t's node: after a failure the
+// next one waits, doubling from a tick up to an interval.
+func (w *Watcher) pause(t *tracked, err error, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		t.backoff = min(max(2*t.backoff, w.o.Tick), w.o.Interval)
+		t.retry = now.Add(t.backoff)
+	} else {
+		t.backoff, t.retry = 0, time.Time{}
+	}
+}
+
 // report logs an outcome and records it as a Normal Event on the Node.
 func (w *Watcher) report(c candidate, reason, msg string) {
-	w.Log.Info(reason, "node", c.node, "instanceID", c.instanceID, "detail", msg)
+	w.reportType(c, corev1.EventTypeNormal, reason, msg)
+}
+
+func (w *Watcher) reportType(c candidate, typ, reason, msg string) {
+	log := w.Log.Info
+	if typ == corev1.EventTypeWarning {
+		log = w.Log.Warn
+	}
+	log(reason, "node", c.node, "instanceID", c.instanceID, "detail", msg)
 	if w.Recorder != nil {
 		ref := &corev1.ObjectReference{Kind: "Node", Name: c.node, UID: types.UID(c.node)}
-		w.Recorder.Event(ref, corev1.EventTypeNormal, reason, msg)
+		w.Recorder.Event(ref, typ, reason, msg)
 	}
 }

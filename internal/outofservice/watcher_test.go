@@ -17,6 +17,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -37,20 +38,23 @@ type world struct {
 	rec   *record.FakeRecorder
 }
 
-func newWorld(t *testing.T) *world {
+// newWorld is a Watcher with --out-of-service-taint.
+func newWorld(t *testing.T) *world { return newWorldWith(t, Options{Taint: true}) }
+
+func newWorldWith(t *testing.T, o Options) *world {
 	clk := clocktesting.NewFakeClock(clocktest.Epoch)
 	nodes := &fakeNodes{byName: map[string]*corev1.Node{}, fail: map[string]error{}}
 	e := &fakeEC2{states: map[string]string{}}
 	rec := record.NewFakeRecorder(1000)
 	w := New(Deps{Nodes: nodes, Writer: nodes, EC2: e, Recorder: rec, Metrics: metrics.New(), Clock: clk,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, Options{})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, o)
 	return &world{t: t, w: w, clock: clk, nodes: nodes, ec2: e, rec: rec}
 }
 
 // drained adds a node lifeboat cordoned and drained, of instance id.
 func (x *world) drained(name, id string) {
 	x.nodes.add(&corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{
 			controller.AnnotationDrained: clocktest.Epoch.Format(time.RFC3339), drain.AnnotationCordoned: "true"}},
 		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/" + id, Unschedulable: true,
 			Taints: []corev1.Taint{{Key: "lifeboat.io/spot-interruption", Effect: corev1.TaintEffectNoSchedule}}},
@@ -347,11 +351,12 @@ func TestRunWakesOnNotification(t *testing.T) {
 // fakeNodes is the node cache and the writer: writes show in the cache at
 // once.
 type fakeNodes struct {
-	mu     sync.Mutex
-	byName map[string]*corev1.Node
-	fail   map[string]error
-	wrote  int
-	tried  int
+	mu      sync.Mutex
+	byName  map[string]*corev1.Node
+	fail    map[string]error
+	wrote   int
+	tried   int
+	deleted []string // name/uid
 }
 
 func (f *fakeNodes) add(n *corev1.Node) {
@@ -422,6 +427,21 @@ func (f *fakeNodes) ClearOutOfService(_ context.Context, name string) (bool, err
 		delete(n.Annotations, drain.AnnotationOutOfService)
 		return true
 	})
+}
+
+// DeleteNode records the deletion; like the API server's cache, the node
+// stays listed until remove.
+func (f *fakeNodes) DeleteNode(_ context.Context, name string, uid types.UID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, name+"/"+string(uid))
+	return nil
+}
+
+func (f *fakeNodes) deletions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted)
 }
 
 func (f *fakeNodes) write(name string, mutate func(*corev1.Node) bool) (bool, error) {

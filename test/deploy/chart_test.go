@@ -294,6 +294,23 @@ func TestChartModes(t *testing.T) {
 			},
 		},
 		{
+			name:   "deleting ghost nodes grants nodes delete, and only then",
+			values: map[string]any{"queueURL": exampleQueue, "deleteGhostNodes": true},
+			check: func(t *testing.T, r *rendered) {
+				cr := into[rbacv1.ClusterRole](t, r.one(t, "ClusterRole"))
+				if !grants(cr.Rules, "", "nodes", "delete") {
+					t.Errorf("ClusterRole %v does not grant nodes delete", cr.Rules)
+				}
+				if v := settings(into[appsv1.Deployment](t, r.one(t, "Deployment")).Spec.Template.Spec.Containers[0])["DELETE_GHOST_NODES"]; v != "true" {
+					t.Errorf("LIFEBOAT_DELETE_GHOST_NODES = %q, want true", v)
+				}
+				def := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue})
+				if grants(into[rbacv1.ClusterRole](t, def.one(t, "ClusterRole")).Rules, "", "nodes", "delete") {
+					t.Error("nodes delete granted without deleteGhostNodes")
+				}
+			},
+		},
+		{
 			name:   "no PDB, no spreading, leader election off",
 			values: map[string]any{"queueURL": exampleQueue, "podDisruptionBudget": nil, "topologySpreadConstraints": []any{}, "leaderElection": map[string]any{"enabled": false}, "replicas": 1},
 			check: func(t *testing.T, r *rendered) {
@@ -333,6 +350,7 @@ func TestChartRefuses(t *testing.T) {
 		{"unknown mode", map[string]any{"mode": "lambda"}, "mode"},
 		{"contradicting mode names", map[string]any{"mode": "imds", "enableSqsTerminationDraining": true}, "mode=imds contradicts enableSqsTerminationDraining=true"},
 		{"queue option in imds mode", map[string]any{"mode": "imds", "queueURL": exampleQueue}, "queueURL applies only in queue mode"},
+		{"ghost node deletion in imds mode", map[string]any{"mode": "imds", "deleteGhostNodes": true}, "deleteGhostNodes applies only in queue mode"},
 		{"lifecycle option in imds mode", map[string]any{"mode": "imds", "heartbeatInterval": 30}, "heartbeatInterval applies only in queue mode"},
 		{"AWS endpoint in imds mode without lifecycle completion", map[string]any{"mode": "imds", "awsEndpoint": "http://127.0.0.1:5000"}, "awsEndpoint applies only in queue mode, or in imds mode with imdsCompleteLifecycle"},
 		{"imds lifecycle completion in queue mode", map[string]any{"queueURL": exampleQueue, "imdsCompleteLifecycle": true}, "imdsCompleteLifecycle applies only in imds mode"},

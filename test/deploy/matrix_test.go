@@ -104,6 +104,7 @@ var matrixSamples = map[string]func(e matrixEnv) string{
 	"launch-timeout-result":           func(matrixEnv) string { return "CONTINUE" },
 	"scale-in-protection-interval":    func(matrixEnv) string { return "5s" },
 	"volume-detach-timeout":           func(matrixEnv) string { return "30s" },
+	"ghost-node-after":                func(matrixEnv) string { return "5m" },
 	"kube-qps":                        func(matrixEnv) string { return "50" },
 	"kube-burst":                      func(matrixEnv) string { return "100" },
 	"listen":                          func(e matrixEnv) string { return e.listen },
@@ -129,6 +130,7 @@ var chartValueOf = map[string]string{
 	"taint-effect":                "taintEffect",
 	"exclude-from-load-balancers": "excludeFromLoadBalancers",
 	"out-of-service-taint":        "enableOutOfServiceTaint",
+	"delete-ghost-nodes":          "deleteGhostNodes",
 	"imds-complete-lifecycle":     "imdsCompleteLifecycle",
 	"lease-name":                  "leaderElection.leaseName",
 }

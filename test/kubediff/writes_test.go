@@ -88,13 +88,33 @@ func TestNodeWritesAgree(t *testing.T) {
 		{name: "update of a missing node", want: "NotFound", do: func(ctx context.Context, c kube.Client, _, _ string) (runtime.Object, error) {
 			return c.Nodes().Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-such-node", ResourceVersion: "1"}}, metav1.UpdateOptions{})
 		}},
+		// The deletion of a ghost node (--delete-ghost-nodes): with the
+		// UID of the node lifeboat judged, so a node re-created under the
+		// same name is never deleted. Last: it removes the node.
+		{name: "deletion with another UID", want: "Conflict", do: func(ctx context.Context, c kube.Client, node, _ string) (runtime.Object, error) {
+			return nil, c.Nodes().Delete(ctx, node, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr.To(types.UID("0b1d0000-0000-0000-0000-000000000000"))}})
+		}},
+		{name: "deletion of a missing node", want: "NotFound", do: func(ctx context.Context, c kube.Client, _, _ string) (runtime.Object, error) {
+			return nil, c.Nodes().Delete(ctx, "no-such-node", metav1.DeleteOptions{})
+		}},
+		{name: "deletion with the node's UID, then a read", want: "NotFound", do: func(ctx context.Context, c kube.Client, node, _ string) (runtime.Object, error) {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			if err := c.Nodes().Delete(ctx, node, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}}); err != nil {
+				return nil, err
+			}
+			return c.Nodes().Get(ctx, node, metav1.GetOptions{})
+		}},
 	}
 	for _, ct := range contentTypes {
 		t.Run(string(ct), func(t *testing.T) {
 			p := newPair(t, config(env.Config, ct))
 			on, ln := names("w-" + string(ct)[:4])
-			so, sl := subst{on: "NODE"}, subst{ln: "NODE"}
-			ostale, lstale := node(t, on, t.Name()).ResourceVersion, node(t, ln, t.Name()).ResourceVersion
+			onode, lnode := node(t, on, t.Name()), node(t, ln, t.Name())
+			so, sl := subst{on: "NODE", string(onode.UID): "UID"}, subst{ln: "NODE", string(lnode.UID): "UID"}
+			ostale, lstale := onode.ResourceVersion, lnode.ResourceVersion
 			// The resourceVersions the preconditions send differ between
 			// the sides: sameWire masks them in patches.
 			for _, w := range writes {
