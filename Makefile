@@ -25,8 +25,9 @@ TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok
 
 # Debian packages the tests and the demo need (installed by `make deps`, which
 # `make test` and `make demo` run): the real node's container runtime and CNI
-# plugins, and the browser that checks the demo page.
-DEBIAN_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 chromium
+# plugins, the browser that checks the demo page, and Prometheus (with
+# promtool) for test/prom and test/monitoring.
+DEBIAN_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 chromium prometheus
 all: build build-imds
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

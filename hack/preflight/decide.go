@@ -62,11 +62,18 @@ type Facts struct {
 	// MissingPackages are the Debian packages of DEBIAN_PACKAGES not
 	// installed (dpkg-query).
 	MissingPackages []string
+	// MissingCommands are the commands of requiredCommands not on PATH.
+	MissingCommands []string
 	// Moto says whether moto's server can start (moto_server on PATH, or
 	// a python3 that imports moto.server: test/testenv/moto.go).
 	Moto  bool
 	Disks []Disk
 }
+
+// requiredCommands are the programs the tests run from PATH, and the
+// Debian package of DEBIAN_PACKAGES that installs them: test/prom runs
+// Prometheus, test/monitoring promtool.
+var requiredCommands = map[string]string{"prometheus": "prometheus", "promtool": "prometheus"}
 
 // Decide returns the one message preflight prints and whether the run can
 // go on. Every problem is listed at once, each with the command that fixes
@@ -112,9 +119,12 @@ func Decide(f Facts) (msg string, ok bool) {
 	switch {
 	case len(f.MissingPackages) == 0:
 	case !f.Apt:
-		add("Debian packages missing and no apt-get/dpkg-query (not a Debian or Ubuntu host): %s.\n    fix: install their equivalents with your package manager (containerd, runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, chromium)", pkgs)
+		add("Debian packages missing and no apt-get/dpkg-query (not a Debian or Ubuntu host): %s.\n    fix: install their equivalents with your package manager (containerd, runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, chromium, Prometheus with promtool)", pkgs)
 	case !f.Root:
 		add("Debian packages missing: %s (make deps installs them as root).\n    fix: sudo apt-get update && sudo apt-get install -y --no-install-recommends %s", pkgs, pkgs)
+	}
+	if cmds := commandsNotInstalledNext(f); len(cmds) > 0 {
+		add("%s not on PATH although Debian's prometheus package is installed: test/prom runs Prometheus and test/monitoring promtool.\n    fix: sudo apt-get install --reinstall prometheus, or put a prometheus and promtool (2.42 or later) on PATH", strings.Join(cmds, " and "))
 	}
 	problems = append(problems, diskProblems(f.Disks)...)
 	if !f.Moto {
@@ -136,6 +146,20 @@ func Decide(f Facts) (msg string, ok bool) {
 		okMsg += "; make deps installs now: " + pkgs
 	}
 	return okMsg + "\n", true
+}
+
+// commandsNotInstalledNext returns the missing commands whose package is
+// installed: a missing package is reported (or installed by make deps) as
+// such.
+func commandsNotInstalledNext(f Facts) []string {
+	var out []string
+	for _, c := range f.MissingCommands {
+		if slices.Contains(f.MissingPackages, requiredCommands[c]) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // diskProblems adds up what the paths on each file system need.

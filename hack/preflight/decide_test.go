@@ -89,6 +89,26 @@ func TestDecide(t *testing.T) {
 				}
 			},
 			exact: "preflight: OK (root, cgroup v1, moto, disk)\n"},
+		{name: "prometheus missing, root with apt: make deps installs it", ok: true,
+			change: func(f *Facts) {
+				f.MissingPackages, f.MissingCommands = []string{"prometheus"}, []string{"prometheus", "promtool"}
+			},
+			exact: "preflight: OK (root, cgroup v1, moto, disk); make deps installs now: prometheus\n"},
+		{name: "prometheus missing, not root: the package is named once", problems: 2,
+			change: func(f *Facts) {
+				f.Root, f.MissingPackages, f.MissingCommands = false, []string{"prometheus"}, []string{"prometheus", "promtool"}
+			},
+			want: []string{"Debian packages missing: prometheus (make deps installs them as root).",
+				"fix: sudo apt-get update && sudo apt-get install -y --no-install-recommends prometheus"}},
+		{name: "package installed, promtool not on PATH", problems: 1,
+			change: func(f *Facts) { f.MissingCommands = []string{"promtool"} },
+			want: []string{"promtool not on PATH although Debian's prometheus package is installed: test/prom runs Prometheus and test/monitoring promtool.",
+				"fix: sudo apt-get install --reinstall prometheus"}},
+		{name: "not a Debian host, without Prometheus", problems: 1,
+			change: func(f *Facts) {
+				f.Apt, f.MissingPackages, f.MissingCommands = false, []string{"containerd", "prometheus"}, []string{"prometheus", "promtool"}
+			},
+			want: []string{"no apt-get/dpkg-query (not a Debian or Ubuntu host): containerd prometheus", "Prometheus with promtool"}},
 		{name: "demo: the target is named", problems: 1,
 			change: func(f *Facts) { f.Target, f.Root = "demo", false },
 			want:   []string{"preflight: make demo cannot run", `make demo`}},

@@ -1,6 +1,7 @@
 // Command preflight checks, before `make demo` and `make test` start
 // anything, what they need of the machine: root, cgroups (the real node's
-// kubelet and clean-up), the Debian packages, moto and free disk. It prints
+// kubelet and clean-up), the Debian packages, the programs the tests run
+// from PATH (prometheus, promtool), moto and free disk. It prints
 // one message listing everything missing, each with the command that fixes
 // it, and exits 1; when everything is there it prints one OK line.
 // The decision is Decide (decide.go); the probes here only observe.
@@ -12,9 +13,11 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -56,6 +59,11 @@ func observe(target string, packages []string) Facts {
 	for _, p := range packages {
 		if !f.Apt || !installed(p) {
 			f.MissingPackages = append(f.MissingPackages, p)
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(requiredCommands)) {
+		if _, err := exec.LookPath(c); err != nil {
+			f.MissingCommands = append(f.MissingCommands, c)
 		}
 	}
 	f.Moto = moto()
