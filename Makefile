@@ -48,9 +48,21 @@ build-imds:
 IMAGE ?= lifeboat:$(VERSION)
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_FLAGS ?=
-.PHONY: image
+.PHONY: image image-push chart
 image:
 	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_FLAGS) .
+
+# image-push builds the image and pushes it to IMAGE (a registry path you
+# can push to, e.g. IMAGE=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat:$(VERSION)).
+image-push:
+	$(MAKE) image IMAGE_FLAGS=--push
+
+# chart packages the Helm chart as the release artifact,
+# dist/lifeboat-<version>.tgz: version and appVersion from VERSION (the tag;
+# appVersion is the image tag). Push it with
+# `helm push dist/lifeboat-<version>.tgz oci://<registry>/charts`.
+chart:
+	$(GO) run ./hack/chartpkg/package -version $(VERSION) -out dist
 
 # demo plays a Spot interruption (on a real node: a kubelet with its own
 # containerd, so it runs as root), a scale-in and a warm-pool launch against

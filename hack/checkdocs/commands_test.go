@@ -83,6 +83,7 @@ const (
 	whyKubectl      = "needs kubectl, which the testbed does not build (the machine's kubectl, if any, is not pinned); test/e2e TestStatusDuringDrain runs the binary as kubectl-lifeboat with the testbed's KUBECONFIG, as kubectl runs a plugin"
 	whyName         = "names the command in the prose; not a command line"
 	whyImage        = "needs a Docker engine with buildx (the testbed has none) and, with --push, a registry; test/deploy runs the Dockerfile's go build line"
+	whyRegistry     = "needs an OCI registry (the testbed has none); the package `make chart` writes is what test/testenv renders and installs (hack/chartpkg, the same code)"
 	whyBuilt        = "run by `make build build-imds && ls -l bin/lifeboat bin/lifeboat-imds` (docs/benchmarks.md), which builds both targets"
 )
 
@@ -135,7 +136,11 @@ var verdicts = map[string]verdict{
 	`lifeboat run --mode imds --node-name "$NODE_NAME" --pod-name "$POD_NAME" --pod-namespace "$POD_NAMESPACE"`: {in: imdsPod, serves: true},
 
 	// docs/install.md
-	"make image IMAGE=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat:0.1.0 IMAGE_FLAGS=--push": {why: whyImage},
+	"make image-push IMAGE=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat:0.1.0": {why: whyImage},
+	"make chart VERSION=v0.1.0": {in: bare, says: "dist/lifeboat-0.1.0.tgz"},
+	"helm push dist/lifeboat-0.1.0.tgz oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts": {why: whyRegistry},
+	`helm install lifeboat oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts/lifeboat --version 0.1.0 --namespace kube-system --set image.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat --set queueURL="$QUEUE_URL" --set clusterName=my-cluster`: {why: whyRegistry},
+	"helm upgrade lifeboat oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts/lifeboat --version 0.1.1 --namespace kube-system --reuse-values":                                                                                                                        {why: whyRegistry},
 	"make image": {why: whyImage},
 	`helm install lifeboat deploy/helm/lifeboat --namespace kube-system --set queueURL="$QUEUE_URL" --set awsRegion=us-east-1 --set clusterName=my-cluster --set image.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat --set image.tag=0.1.0 --set serviceAccount.annotations."eks\.amazonaws\.com/role-arn"="$ROLE_ARN"`: {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
 	"kubectl -n kube-system exec deploy/lifeboat -- lifeboat check":                                           {why: whyPod},

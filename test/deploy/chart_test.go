@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -346,6 +347,11 @@ func TestChartRefuses(t *testing.T) {
 		want   string
 	}{
 		{"queue mode without queue", map[string]any{}, "queueURL is required in queue mode"},
+		// values.yaml's image.repository is "" (TestImageRequired): no
+		// image is published yet, so a default install must not end in
+		// ImagePullBackOff.
+		{"no image", map[string]any{"queueURL": exampleQueue, "image": map[string]any{"repository": ""}}, "image.repository is required: no lifeboat image is published yet. Build and push one with `make image-push"},
+		{"no image, imds mode", map[string]any{"mode": "imds", "image": map[string]any{"repository": ""}}, "image.repository is required"},
 		{"unknown value (an NTH value lifeboat does not support)", map[string]any{"queueURL": exampleQueue, "taintNode": true}, "taintNode"},
 		{"unknown mode", map[string]any{"mode": "lambda"}, "mode"},
 		{"contradicting mode names", map[string]any{"mode": "imds", "enableSqsTerminationDraining": true}, "mode=imds contradicts enableSqsTerminationDraining=true"},
@@ -500,6 +506,40 @@ func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 	return false
 }
 
+// exampleImage is an image the chart accepts: image.repository is required.
+var exampleImage = map[string]any{"repository": "123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat", "tag": "v0.1.0"}
+
+// TestImageRequired: values.yaml names no image, since none is published
+// yet (a default that named one would end in ImagePullBackOff); the
+// chart refuses to render without one, naming how to make one
+// (TestChartRefuses), and with one renders that image, the tag defaulting
+// to the packaged chart's appVersion.
+func TestImageRequired(t *testing.T) {
+	vals, err := chartutil.ReadValuesFile(filepath.Join(chartDir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo, err := vals.PathValue("image.repository"); err != nil || repo != "" {
+		t.Errorf("values.yaml's image.repository = %v (%v), want \"\"", repo, err)
+	}
+	r, err := testenv.RenderChart("lifeboat", "kube-system", map[string]any{"queueURL": exampleQueue,
+		"image": map[string]any{"repository": exampleImage["repository"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := exampleImage["repository"].(string) + ":" + testenv.ChartTestVersion
+	var images []string
+	for _, o := range r.Objects {
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range cs {
+			images = append(images, c.(map[string]any)["image"].(string))
+		}
+	}
+	if len(images) == 0 || slices.ContainsFunc(images, func(s string) bool { return s != want }) {
+		t.Errorf("rendered images %v, want %s", images, want)
+	}
+}
+
 // `helm lint` (the Helm SDK's linter) finds nothing to warn about, in
 // either mode.
 func TestChartLint(t *testing.T) {
@@ -507,8 +547,8 @@ func TestChartLint(t *testing.T) {
 		name   string
 		values map[string]any
 	}{
-		{"queue", map[string]any{"queueURL": exampleQueue}},
-		{"imds", map[string]any{"mode": "imds"}},
+		{"queue", map[string]any{"queueURL": exampleQueue, "image": exampleImage}},
+		{"imds", map[string]any{"mode": "imds", "image": exampleImage}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

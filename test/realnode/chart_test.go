@@ -7,17 +7,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +22,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -109,44 +103,15 @@ func TestChartDaemonSetUpgradeOnRealNode(t *testing.T) {
 	t.Logf("upgrade to 1.1.0 rolled out in %v (%s -> %s)", time.Since(start).Round(time.Millisecond), old.Name, upgraded.Name)
 }
 
-// renderChart renders deploy/helm/lifeboat as `helm template` would, in
-// install order.
+// renderChart renders the packaged chart as `helm template` would, in
+// install order (testenv.RenderChart).
 func renderChart(t *testing.T, release, namespace string, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	ch, err := loader.Load(filepath.Join(testenv.RepoRoot(), "deploy", "helm", "lifeboat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.34.4", Major: "1", Minor: "34"}
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
-	if err != nil {
-		t.Fatalf("chart values: %v", err)
-	}
-	files, err := engine.Render(ch, vals)
+	r, err := testenv.RenderChart(release, namespace, values)
 	if err != nil {
 		t.Fatalf("rendering the chart: %v", err)
 	}
-	for name := range files {
-		if strings.HasSuffix(name, "NOTES.txt") {
-			delete(files, name)
-		}
-	}
-	_, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*unstructured.Unstructured
-	for _, m := range manifests {
-		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(m.Content), &obj); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-		if len(obj) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
-	}
-	return out
+	return r.Objects
 }
 
 // applyObjects applies objects with server-side apply, as `helm upgrade
