@@ -31,7 +31,9 @@ type want struct {
 var panelWants = map[string]want{
 	"Leader/A":                                             {positive: true}, // the main pair has one leader
 	"Event source healthy/A":                               {series: []map[string]string{{"source": "sqs"}}},
-	"Nodes in flight/A":                                    {},
+	"Nodes in flight, ghost nodes/A":                       {},
+	"Nodes in flight, ghost nodes/B":                       {positive: true}, // the blocked node, its instance terminated
+	"Actions by result/C":                                  {positive: true, series: []map[string]string{{"forecast": "certain-miss", "outcome": "missed"}}},
 	"Queue receive errors/A":                               {positive: true},
 	"Events received by kind/A":                            {positive: true, series: []map[string]string{{"kind": "spot-interruption", "source": "sqs"}, {"kind": "lifecycle-launch", "source": "sqs"}}},
 	"Messages ignored and rejected/A":                      {positive: true, series: []map[string]string{{"reason": "test-notification"}}},
@@ -45,7 +47,7 @@ var panelWants = map[string]want{
 	"Action duration/B":                                    {series: []map[string]string{{"action": "cordon"}, {"action": "drain"}}},
 	"Actions by result/A":                                  {positive: true, series: []map[string]string{{"action": "cordon", "result": "ok"}, {"action": "drain", "result": "ok"}, {"action": "drain", "result": "deadline"}}},
 	"Actions by result/B":                                  {positive: true},
-	"Evictions by result/A":                                {positive: true, series: []map[string]string{{"result": "evicted"}, {"result": "blocked"}}},
+	"Evictions by result/A":                                {positive: true, series: []map[string]string{{"result": "evicted"}, {"result": "blocked"}, {"result": "cut-off"}}},
 	"Lifecycle heartbeats, completions and lost actions/A": {positive: true, series: []map[string]string{{"call": "heartbeat", "result": "error"}, {"call": "complete", "result": "gone"}}},
 	"Lifecycle heartbeats, completions and lost actions/B": {positive: true, series: []map[string]string{{"transition": "launch"}}},
 	"Webhook notifications/A":                              {positive: true, series: []map[string]string{{"result": "sent"}, {"result": "failed"}}},
