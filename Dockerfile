@@ -6,7 +6,8 @@
 #   docker buildx build --platform linux/amd64,linux/arm64 \
 #     --build-arg VERSION=$(git describe --tags --always) -t REPO/lifeboat:TAG --push .
 #
-# or `make image`. The go build lines have exactly the flags of the
+# or `make image-docker` (`make image` builds the same binaries with no
+# container engine: hack/imagebuild). The go build lines have exactly the flags of the
 # Makefile's `build` and `build-imds` targets; test/deploy checks that they
 # match, and builds the binary it tests with the first.
 

@@ -3,7 +3,8 @@
 # missing: containerd, runc and the CNI plugins for the real node of the
 # testbed (and iproute2 for its teardown), chromium for the browser test
 # of the demo page, prometheus (Prometheus and promtool) for test/prom and
-# test/monitoring. Installing prometheus may enable its system service; the
+# test/monitoring, ca-certificates for lifeboat's image (hack/imagebuild).
+# Installing prometheus may enable its system service; the
 # tests start their own Prometheus on a free port. As root it runs
 # apt-get itself; otherwise it stops with the one command to run.
 # Usage: hack/debian-deps.sh PACKAGE...

@@ -82,7 +82,7 @@ const (
 	whyPod          = "needs lifeboat running in a pod (kubectl exec): the testbed's kwok nodes run no containers; a real node needs the image, root and containerd (test/realnode)"
 	whyKubectl      = "needs kubectl, which the testbed does not build (the machine's kubectl, if any, is not pinned); test/e2e TestStatusDuringDrain runs the binary as kubectl-lifeboat with the testbed's KUBECONFIG, as kubectl runs a plugin"
 	whyName         = "names the command in the prose; not a command line"
-	whyImage        = "needs a Docker engine with buildx (the testbed has none) and, with --push, a registry; test/deploy runs the Dockerfile's go build line"
+	whyImage        = "pushes to a registry (the testbed has none); `make image` cross-compiles for arm64 too (~10 min cold): hack/imagebuild's TestBuild builds the same image for this machine's platform, and the real-node tests run it"
 	whyRegistry     = "needs an OCI registry (the testbed has none); the package `make chart` writes is what test/testenv renders and installs (hack/chartpkg, the same code)"
 	whyBuilt        = "run by `make build build-imds && ls -l bin/lifeboat bin/lifeboat-imds` (docs/benchmarks.md), which builds both targets"
 )

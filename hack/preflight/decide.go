@@ -119,7 +119,7 @@ func Decide(f Facts) (msg string, ok bool) {
 	switch {
 	case len(f.MissingPackages) == 0:
 	case !f.Apt:
-		add("Debian packages missing and no apt-get/dpkg-query (not a Debian or Ubuntu host): %s.\n    fix: install their equivalents with your package manager (containerd, runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, chromium, Prometheus with promtool)", pkgs)
+		add("Debian packages missing and no apt-get/dpkg-query (not a Debian or Ubuntu host): %s.\n    fix: install their equivalents with your package manager (containerd, runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, chromium, Prometheus with promtool, the CA certificates bundle)", pkgs)
 	case !f.Root:
 		add("Debian packages missing: %s (make deps installs them as root).\n    fix: sudo apt-get update && sudo apt-get install -y --no-install-recommends %s", pkgs, pkgs)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"lifeboat.dev/lifeboat/hack/imagebuild"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -367,4 +368,30 @@ func makeGoBuild(t *testing.T, target, version string) goBuild {
 		t.Fatalf("make %s's build line %q: %v", target, line, err)
 	}
 	return b
+}
+
+// The release image (hack/imagebuild: `make image`, and the image the
+// real-node tests run) builds its binaries with the Makefile's go build
+// lines, as the Dockerfile does.
+func TestImageBuildMatchesMakefile(t *testing.T) {
+	const version = "v0.0.0-imagetest"
+	targets := map[string]string{"lifeboat": "build", "lifeboat-imds": "build-imds"}
+	if len(imagebuild.Binaries) != len(targets) {
+		t.Fatalf("hack/imagebuild builds %d binaries, the Makefile %d", len(imagebuild.Binaries), len(targets))
+	}
+	for _, b := range imagebuild.Binaries {
+		target, ok := targets[b.Name]
+		if !ok {
+			t.Errorf("hack/imagebuild builds %s, which no Makefile target builds", b.Name)
+			continue
+		}
+		ib, err := parseGoBuild(append([]string{"CGO_ENABLED=0", "go"}, imagebuild.GoBuildArgs(b, version, "/out/"+b.Name)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mb := makeGoBuild(t, target, version)
+		if d := cmp.Diff(mb, ib); d != "" {
+			t.Errorf("hack/imagebuild's go build of %s differs from make %s (-make +imagebuild):\n%s", b.Name, target, d)
+		}
+	}
 }

@@ -3,16 +3,22 @@ package testenv
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"lifeboat.dev/lifeboat/hack/imagebuild"
 )
 
 // The images of the real node. No registry is reachable: each is built from
@@ -25,8 +31,8 @@ const (
 	// WorkloadRecord).
 	WorkloadImage = "lifeboat.test/workload:1"
 	// LifeboatImageRepository is the repository of lifeboat's own image
-	// (BuildLifeboatImage): the binary built with the Dockerfile's flags, run
-	// as user 65532, entrypoint lifeboat, command run.
+	// (BuildLifeboatImage): the release image (hack/imagebuild) for this
+	// machine's platform, run as user 65532, entrypoint lifeboat, command run.
 	LifeboatImageRepository = "lifeboat.test/lifeboat"
 )
 
@@ -52,61 +58,40 @@ type ImageSpec struct {
 var imageEpoch = time.Unix(0, 0)
 
 // WriteImageArchive writes spec as an image archive (the docker-archive
-// layout: manifest.json, the image config and one layer tar), which
-// `ctr images import` reads, to path.
+// format, go-containerregistry's tarball.Write), which `ctr images import`
+// reads, to path.
 func WriteImageArchive(path string, spec ImageSpec) error {
-	layer, err := layerTar(spec.Files)
+	b, err := layerTar(spec.Files)
 	if err != nil {
 		return err
 	}
-	diffID := sha256.Sum256(layer)
-	config := map[string]any{
-		"architecture": runtime.GOARCH,
-		"os":           "linux",
-		"created":      imageEpoch.UTC().Format(time.RFC3339),
-		"config": map[string]any{
-			"Entrypoint": spec.Entrypoint,
-			"Cmd":        spec.Cmd,
-			"User":       spec.User,
-			"Env":        append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, spec.Env...),
-		},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
-	}
-	configJSON, err := json.Marshal(config)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 	if err != nil {
 		return err
 	}
-	configSum := sha256.Sum256(configJSON)
-	configName := hex.EncodeToString(configSum[:]) + ".json"
-	layerName := hex.EncodeToString(diffID[:]) + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{
-		"Config": configName, "RepoTags": []string{spec.Ref}, "Layers": []string{layerName},
-	}})
+	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{configName, configJSON}, {layerName, layer}, {"manifest.json", manifest}} {
-		if dir := filepath.Dir(f.name); dir != "." {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: imageEpoch}); err != nil {
-				return err
-			}
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: imageEpoch}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	cfg, err := img.ConfigFile()
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config = v1.Config{Entrypoint: spec.Entrypoint, Cmd: spec.Cmd, User: spec.User,
+		Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, spec.Env...)}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return err
+	}
+	if img, err = mutate.CreatedAt(img, v1.Time{Time: imageEpoch}); err != nil {
+		return err
+	}
+	ref, err := name.NewTag(spec.Ref)
+	if err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(path, ref, img); err != nil {
 		return fmt.Errorf("writing image archive %s: %w", path, err)
 	}
 	return nil
@@ -189,34 +174,28 @@ func BuildImages(dir string) (map[string]string, error) {
 }
 
 // BuildLifeboatImage builds lifeboat's own image, tagged tag (which is
-// also its version), into dir and returns the path of its archive: the
-// binaries built with the Dockerfile's build lines, CGO_ENABLED=0 go build
-// [-tags imdsonly] -trimpath -ldflags "-s -w -X main.version=${VERSION}"
-// (test/deploy checks that they match the Makefile's), at the Dockerfile's
-// paths, as its user, with its entrypoint and command.
+// also its version), into dir, for this machine's platform, with exactly
+// the code `make image` builds a release with (hack/imagebuild: the
+// Makefile's build lines, the distroless-equivalent base, the SBOM), and
+// returns the path of its OCI archive for `ctr images import`. The OCI
+// layout it archives is LifeboatImageLayout(dir, tag).
 func BuildLifeboatImage(dir, tag string) (string, error) {
-	lifeboat, err := goBinary(dir, "./cmd/lifeboat", "-s -w -X main.version="+tag)
+	idx, _, err := imagebuild.Build(imagebuild.Options{Root: RepoRoot(), Version: tag,
+		Platforms: []string{"linux/" + runtime.GOARCH}, WorkDir: filepath.Join(dir, "build-"+tag)})
 	if err != nil {
 		return "", err
 	}
-	imds, err := goBinary(dir, "./cmd/lifeboat", "-s -w -X main.version="+tag, "imdsonly")
-	if err != nil {
+	layoutDir := LifeboatImageLayout(dir, tag)
+	if err := imagebuild.WriteLayout(layoutDir, idx, LifeboatImageRepository+":"+tag); err != nil {
 		return "", err
 	}
-	files := []ImageFile{
-		{Path: "/usr/local/bin/lifeboat", Mode: 0o755, Data: lifeboat},
-		{Path: "/usr/local/bin/lifeboat-imds", Mode: 0o755, Data: imds},
-		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
-	}
-	// distroless/static carries CA certificates; lifeboat needs them for
-	// real AWS endpoints only (the testbed's are plain HTTP).
-	if ca, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt"); err == nil {
-		files = append(files, ImageFile{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: ca})
-	}
-	return writeImage(dir, ImageSpec{Ref: LifeboatImageRepository + ":" + tag, Files: files,
-		Entrypoint: []string{"/usr/local/bin/lifeboat"}, Cmd: []string{"run"}, User: "65532:65532"})
+	archive := filepath.Join(dir, "lifeboat_"+tag+".oci.tar")
+	return archive, imagebuild.WriteArchive(layoutDir, archive)
 }
+
+// LifeboatImageLayout is where BuildLifeboatImage(dir, tag) writes the
+// image's OCI layout.
+func LifeboatImageLayout(dir, tag string) string { return filepath.Join(dir, "lifeboat_"+tag+".oci") }
 
 // writeImage writes an image's archive into dir, named after the image.
 func writeImage(dir string, s ImageSpec) (string, error) {

@@ -1,0 +1,84 @@
+package imagebuild
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"path"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// file is one entry of a layer: a regular file, or a directory (dir).
+type file struct {
+	path     string
+	mode     int64
+	data     []byte
+	dir      bool
+	uid, gid int
+}
+
+// layerTime is every entry's time, so that a layer is the same bytes
+// whenever its files are.
+var layerTime = time.Unix(0, 0)
+
+// baseLayer is what distroless/static:nonroot gives lifeboat: the users
+// (root, nobody, nonroot 65532), name resolution from files then DNS, CA
+// certificates, /tmp and nonroot's home. Not carried: tzdata (lifeboat
+// prints times in UTC and parses none with a zone name) and
+// distroless' /etc/os-release and Debian package records (the SBOM says
+// what the image holds).
+func baseLayer(caCerts []byte) (v1.Layer, error) {
+	return layer([]file{
+		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{path: "/etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
+		{path: "/etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: caCerts},
+		{path: "/tmp", mode: 0o1777, dir: true},
+		{path: "/home/nonroot", mode: 0o700, dir: true, uid: 65532, gid: 65532},
+		{path: "/root", mode: 0o700, dir: true},
+	})
+}
+
+// layer is an OCI layer (gzip) holding files and their parent
+// directories (root's, 0755).
+func layer(files []file) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	made := map[string]bool{}
+	for _, f := range files {
+		rel := strings.TrimPrefix(path.Clean(f.path), "/")
+		parts := strings.Split(path.Dir(rel), "/")
+		for i := range parts {
+			d := strings.Join(parts[:i+1], "/")
+			if d == "." || made[d] {
+				continue
+			}
+			made[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: layerTime, Format: tar.FormatPAX}); err != nil {
+				return nil, err
+			}
+		}
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: f.mode, Size: int64(len(f.data)), Uid: f.uid, Gid: f.gid, ModTime: layerTime, Format: tar.FormatPAX}
+		if f.dir {
+			made[rel] = true
+			h.Typeflag, h.Name, h.Size = tar.TypeDir, rel+"/", 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+		tarball.WithMediaType(types.OCILayer))
+}
