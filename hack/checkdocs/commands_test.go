@@ -138,6 +138,10 @@ var verdicts = map[string]verdict{
 	// docs/install.md
 	"make image-push IMAGE=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat:0.1.0": {why: whyImage},
 	"make chart VERSION=v0.1.0": {in: bare, says: "dist/lifeboat-0.1.0.tgz"},
+	"make chart":                {in: bare, says: ".tgz"},
+	"make image-push":           {why: whyImage},
+	"make image-docker":         {why: "needs a Docker engine with buildx (the testbed has none); test/deploy TestDockerfile checks its build lines are the Makefile's"},
+	"helm upgrade --install lifeboat deploy/helm/lifeboat -n kube-system --reuse-values --set serviceMonitor.create=true --set prometheusRule.create=true --set serviceMonitor.additionalLabels.release=kube-prometheus-stack --set prometheusRule.additionalLabels.release=kube-prometheus-stack": {why: "needs the Prometheus Operator's CRDs, which this environment does not install; test/prom TestMonitoringObjectsInstall installs the same objects with them"},
 	"helm push dist/lifeboat-0.1.0.tgz oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts": {why: whyRegistry},
 	`helm install lifeboat oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts/lifeboat --version 0.1.0 --namespace kube-system --set image.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/lifeboat --set queueURL="$QUEUE_URL" --set clusterName=my-cluster`: {why: whyRegistry},
 	"helm upgrade lifeboat oci://123456789012.dkr.ecr.us-east-1.amazonaws.com/charts/lifeboat --version 0.1.1 --namespace kube-system --reuse-values":                                                                                                                        {why: whyRegistry},
@@ -153,6 +157,7 @@ var verdicts = map[string]verdict{
 	"helm upgrade lifeboat … --reuse-values --set dryRun=false":     {in: kube, before: []string{uninstall, installIMDS + " --set dryRun=true"}, says: "REVISION: 2"},
 	"helm install lifeboat deploy/helm/lifeboat -f nth-values.yaml": {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
 	"helm install": {why: whyName},
+	"helm push":    {why: whyName},
 
 	// docs/operations.md
 	"lifeboat check --output json --queue-url … --cluster-name …": {in: aws, says: `"checks"`},
