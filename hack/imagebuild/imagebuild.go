@@ -129,7 +129,7 @@ func Build(o Options) (v1.ImageIndex, []byte, error) {
 // platformImage builds both binaries for plat and the image holding them,
 // and returns it with its SBOM.
 func platformImage(o Options, plat v1.Platform, base v1.Layer) (v1.Image, []byte, error) {
-	var files []file
+	var files []File
 	var paths []string
 	for _, b := range Binaries {
 		out := filepath.Join(o.WorkDir, plat.Architecture, b.Name)
@@ -143,15 +143,15 @@ func platformImage(o Options, plat v1.Platform, base v1.Layer) (v1.Image, []byte
 		if err != nil {
 			return nil, nil, err
 		}
-		files = append(files, file{path: BinDir + "/" + b.Name, mode: 0o755, data: data})
+		files = append(files, File{Path: BinDir + "/" + b.Name, Mode: 0o755, Data: data})
 		paths = append(paths, out)
 	}
 	sbom, err := SBOM(paths, o.Version, o.Created)
 	if err != nil {
 		return nil, nil, err
 	}
-	files = append(files, file{path: SBOMPath, mode: 0o644, data: sbom})
-	app, err := layer(files)
+	files = append(files, File{Path: SBOMPath, Mode: 0o644, Data: sbom})
+	app, err := Layer(files)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,13 +14,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// file is one entry of a layer: a regular file, or a directory (dir).
-type file struct {
-	path     string
-	mode     int64
-	data     []byte
-	dir      bool
-	uid, gid int
+// File is one entry of a layer: a regular file, or a directory (Dir).
+type File struct {
+	Path     string // absolute path in the image
+	Mode     int64
+	Data     []byte
+	Dir      bool
+	UID, GID int
 }
 
 // layerTime is every entry's time, so that a layer is the same bytes
@@ -34,25 +34,26 @@ var layerTime = time.Unix(0, 0)
 // distroless' /etc/os-release and Debian package records (the SBOM says
 // what the image holds).
 func baseLayer(caCerts []byte) (v1.Layer, error) {
-	return layer([]file{
-		{path: "/etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
-		{path: "/etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
-		{path: "/etc/nsswitch.conf", mode: 0o644, data: []byte("hosts: files dns\n")},
-		{path: "/etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: caCerts},
-		{path: "/tmp", mode: 0o1777, dir: true},
-		{path: "/home/nonroot", mode: 0o700, dir: true, uid: 65532, gid: 65532},
-		{path: "/root", mode: 0o700, dir: true},
+	return Layer([]File{
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("hosts: files dns\n")},
+		{Path: "/etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: caCerts},
+		{Path: "/tmp", Mode: 0o1777, Dir: true},
+		{Path: "/home/nonroot", Mode: 0o700, Dir: true, UID: 65532, GID: 65532},
+		{Path: "/root", Mode: 0o700, Dir: true},
 	})
 }
 
-// layer is an OCI layer (gzip) holding files and their parent
-// directories (root's, 0755).
-func layer(files []file) (v1.Layer, error) {
+// Layer is an OCI layer (gzip) holding files and their parent
+// directories (root's, 0755), every entry dated the Unix epoch, so that a
+// layer is the same bytes whenever its files are.
+func Layer(files []File) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	made := map[string]bool{}
 	for _, f := range files {
-		rel := strings.TrimPrefix(path.Clean(f.path), "/")
+		rel := strings.TrimPrefix(path.Clean(f.Path), "/")
 		parts := strings.Split(path.Dir(rel), "/")
 		for i := range parts {
 			d := strings.Join(parts[:i+1], "/")
@@ -64,15 +65,15 @@ func layer(files []file) (v1.Layer, error) {
 				return nil, err
 			}
 		}
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: f.mode, Size: int64(len(f.data)), Uid: f.uid, Gid: f.gid, ModTime: layerTime, Format: tar.FormatPAX}
-		if f.dir {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: f.Mode, Size: int64(len(f.Data)), Uid: f.UID, Gid: f.GID, ModTime: layerTime, Format: tar.FormatPAX}
+		if f.Dir {
 			made[rel] = true
 			h.Typeflag, h.Name, h.Size = tar.TypeDir, rel+"/", 0
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
 		}
-		if _, err := tw.Write(f.data); err != nil {
+		if _, err := tw.Write(f.Data); err != nil {
 			return nil, err
 		}
 	}

@@ -1,10 +1,7 @@
 package testenv
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,24 +33,17 @@ const (
 	LifeboatImageRepository = "lifeboat.test/lifeboat"
 )
 
-// ImageFile is one file of an image's single layer.
-type ImageFile struct {
-	Path string // absolute path in the image
-	Mode int64
-	Data []byte
-}
-
 // ImageSpec describes an image of one layer.
 type ImageSpec struct {
 	Ref        string // name:tag, imported under this name
-	Files      []ImageFile
+	Files      []imagebuild.File
 	Entrypoint []string
 	Cmd        []string
 	User       string
 	Env        []string
 }
 
-// imageEpoch is the time of every file in a layer, so that an image is the
+// imageEpoch is the creation time of the test images, so that an image is the
 // same bytes whenever its files are.
 var imageEpoch = time.Unix(0, 0)
 
@@ -61,11 +51,7 @@ var imageEpoch = time.Unix(0, 0)
 // format, go-containerregistry's tarball.Write), which `ctr images import`
 // reads, to path.
 func WriteImageArchive(path string, spec ImageSpec) error {
-	b, err := layerTar(spec.Files)
-	if err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	layer, err := imagebuild.Layer(spec.Files)
 	if err != nil {
 		return err
 	}
@@ -95,37 +81,6 @@ func WriteImageArchive(path string, spec ImageSpec) error {
 		return fmt.Errorf("writing image archive %s: %w", path, err)
 	}
 	return nil
-}
-
-// layerTar returns a layer holding files and their parent directories.
-func layerTar(files []ImageFile) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	for _, f := range files {
-		rel := strings.TrimPrefix(filepath.Clean(f.Path), "/")
-		parts := strings.Split(filepath.Dir(rel), "/")
-		for i := range parts {
-			d := strings.Join(parts[:i+1], "/")
-			if d == "." || dirs[d] {
-				continue
-			}
-			dirs[d] = true
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: imageEpoch}); err != nil {
-				return nil, err
-			}
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: f.Mode, Size: int64(len(f.Data)), ModTime: imageEpoch}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.Data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 // goBinary builds a static binary of a package of this module for Linux on
@@ -161,8 +116,8 @@ func BuildImages(dir string) (map[string]string, error) {
 	}
 	paths := map[string]string{}
 	for _, s := range []ImageSpec{
-		{Ref: SandboxImage, Files: []ImageFile{{Path: "/pause", Mode: 0o755, Data: pause}}, Entrypoint: []string{"/pause"}},
-		{Ref: WorkloadImage, Files: []ImageFile{{Path: "/workload", Mode: 0o755, Data: workload}}, Entrypoint: []string{"/workload"}},
+		{Ref: SandboxImage, Files: []imagebuild.File{{Path: "/pause", Mode: 0o755, Data: pause}}, Entrypoint: []string{"/pause"}},
+		{Ref: WorkloadImage, Files: []imagebuild.File{{Path: "/workload", Mode: 0o755, Data: workload}}, Entrypoint: []string{"/workload"}},
 	} {
 		p, err := writeImage(dir, s)
 		if err != nil {
