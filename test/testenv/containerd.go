@@ -22,6 +22,7 @@ var realNodePackages = []struct{ pkg, path string }{
 	{"containernetworking-plugins", cniBinDir + "/host-local"},
 	{"containernetworking-plugins", cniBinDir + "/loopback"}, // the CRI plugin's own loopback network
 	{"iproute2", "/usr/sbin/ip"},
+	{"util-linux", "/usr/bin/nsenter"}, // a node in its own network namespace (RealNodeOptions.Netns)
 }
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
@@ -143,7 +144,8 @@ func (n *RealNode) startContainerd(ctx context.Context) error {
 		return fmt.Errorf("writing containerd configuration: %w", err)
 	}
 	n.containerdRuns++
-	p, err := StartProcess(fmt.Sprintf("containerd-%d", n.containerdRuns), "/usr/bin/containerd", []string{"--config", cfg, "--log-level", "info"}, nil, n.Dir)
+	bin, args := n.command("/usr/bin/containerd", "--config", cfg, "--log-level", "info")
+	p, err := StartProcess(fmt.Sprintf("containerd-%d", n.containerdRuns), bin, args, nil, n.Dir)
 	if err != nil {
 		return err
 	}

@@ -74,17 +74,22 @@ func (n *RealNode) StartKubelet(bin string) error {
 		kv = append(kv, k+"="+v)
 	}
 	sort.Strings(kv)
+	kubeconfig := n.env.Kubeconfig
+	if n.o.kubeconfig != "" {
+		kubeconfig = n.o.kubeconfig
+	}
 	n.kubeletRuns++
-	p, err := StartProcess(fmt.Sprintf("kubelet-%d", n.kubeletRuns), bin, []string{
-		"--config=" + filepath.Join(n.Dir, "kubelet.yaml"),
-		"--kubeconfig=" + n.env.Kubeconfig,
-		"--root-dir=" + filepath.Join(n.Dir, "kubelet"),
-		"--cert-dir=" + filepath.Join(n.Dir, "kubelet-pki"),
-		"--hostname-override=" + n.Name,
+	bin, args := n.command(bin,
+		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
+		"--kubeconfig="+kubeconfig,
+		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
+		"--cert-dir="+filepath.Join(n.Dir, "kubelet-pki"),
+		"--hostname-override="+n.Name,
 		"--node-ip=127.0.0.1",
-		"--node-labels=" + strings.Join(kv, ","),
+		"--node-labels="+strings.Join(kv, ","),
 		"--v=2",
-	}, nil, n.Dir)
+	)
+	p, err := StartProcess(fmt.Sprintf("kubelet-%d", n.kubeletRuns), bin, args, nil, n.Dir)
 	if err != nil {
 		return err
 	}

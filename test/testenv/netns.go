@@ -106,6 +106,17 @@ func (n *Netns) Command(bin string, args ...string) (string, []string) {
 	return "ip", append([]string{"netns", "exec", n.Name, bin}, args...)
 }
 
+// Enter is bin args run in the namespace's network only: nsenter joins
+// the network namespace and execs bin (its PID, its signals), in the
+// caller's mount namespace. A real node's kubelet and containerd are
+// started so (RealNodeOptions.Netns): unlike Command, which gives each
+// process a mount namespace of its own, they then share theirs with each
+// other and with the test, so the volumes the kubelet mounts reach the
+// containers and teardown finds every mount.
+func (n *Netns) Enter(bin string, args ...string) (string, []string) {
+	return "nsenter", append([]string{"--net=/run/netns/" + n.Name, "--", bin}, args...)
+}
+
 // Reach makes target (a loopback service of the host) reachable from
 // inside the namespace and returns the address to dial there: a port on
 // the host side of the pair, forwarded to target until t's cleanup.

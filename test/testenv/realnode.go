@@ -33,6 +33,17 @@ type RealNodeOptions struct {
 	Images map[string]string
 	// ReadyTimeout bounds the wait for the node to be Ready; default 90 s.
 	ReadyTimeout time.Duration
+	// Netns, when set, is the node's network, as an EC2 instance's is its
+	// own: its containerd and kubelet run in it (Netns.Enter), and so do
+	// its host-network pods and its pod network's bridge; the kubelet
+	// reaches the API server through Netns.Kubeconfig, a host-network pod
+	// through Netns.Reach (PodReach does not serve such a node). The
+	// kubelet's port answers only inside it. Only StartRealNode takes it.
+	Netns *Netns
+
+	// kubeconfig is the kubelet's kubeconfig when it is not the Env's
+	// (StartRealNode sets it for Netns).
+	kubeconfig string
 }
 
 // RealNode is a real Kubernetes node on this machine: a kubelet built from
@@ -88,6 +99,9 @@ func StartRealNode(t testing.TB, env *Env, o RealNodeOptions) *RealNode {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
+	if o.Netns != nil {
+		o.kubeconfig = o.Netns.Kubeconfig(t, env)
+	}
 	n, err := NewRealNode(ctx, env, o)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +129,9 @@ func NewRealNode(ctx context.Context, env *Env, o RealNodeOptions) (_ *RealNode,
 	}
 	if _, ok := o.Images[SandboxImage]; !ok {
 		return nil, fmt.Errorf("real node: RealNodeOptions.Images must hold the sandbox image %s (BuildImages)", SandboxImage)
+	}
+	if o.Netns != nil && o.kubeconfig == "" {
+		return nil, errors.New("real node: RealNodeOptions.Netns needs StartRealNode (its kubelet reaches the API server through the namespace)")
 	}
 	if o.AZ == "" {
 		o.AZ = "us-east-1a"
@@ -185,6 +202,14 @@ func (n *RealNode) cgroup(child ...string) string {
 }
 
 func (n *RealNode) bridge() string { return fmt.Sprintf("lbr%d", n.slot) }
+
+// command is bin args as the node runs them: in its Netns when it has one.
+func (n *RealNode) command(bin string, args ...string) (string, []string) {
+	if n.o.Netns != nil {
+		return n.o.Netns.Enter(bin, args...)
+	}
+	return bin, args
+}
 
 // Kubelet returns the kubelet's current run.
 func (n *RealNode) Kubelet() *Process { return n.kubelet }
