@@ -159,6 +159,7 @@ func TestRolloutUnderLoadOnRealNodes(t *testing.T) {
 			t.Fatalf("at the first change of leader %d of the %d messages were in flight (want all): the rollout did not happen under load", len(held), len(tokens))
 		}
 		var latest time.Duration
+		again := 0
 		for _, tok := range held {
 			at, by := rec.receivedAfter(tok, l.acquired, watch)
 			if at.IsZero() {
@@ -168,11 +169,13 @@ func TestRolloutUnderLoadOnRealNodes(t *testing.T) {
 			if !slices.ContainsFunc(changes[1+k:], func(m leadership) bool { return m.holder == by }) {
 				t.Errorf("message %s received again by %s, which is not %s or a later leader", tok, by, l.holder)
 			}
+			again++
 			latest = max(latest, at.Sub(l.acquired))
 		}
 		started := watch.started(l.holder)
-		t.Logf("%s acquired the Lease at %s (its container started %v before); the %d messages in flight were received again within %v of the acquisition, %v of the container's start",
-			l.holder, l.acquired.Format("15:04:05.000"), l.acquired.Sub(started).Round(time.Millisecond), len(held), latest.Round(time.Millisecond), l.acquired.Add(latest).Sub(started).Round(time.Millisecond))
+		t.Logf("%s: container started %s, acquired the Lease %s (the watch saw the holder change %v later); %d of the %d messages in flight received again, the last %v after the acquisition, %v after the container's start",
+			l.holder, started.Format("15:04:05"), l.acquired.Format("15:04:05.000"), l.seen.Sub(l.acquired).Round(time.Millisecond),
+			again, len(held), latest.Round(time.Millisecond), l.acquired.Add(latest).Sub(started).Round(time.Millisecond))
 		if latest > withinLed {
 			t.Errorf("%s received the last message in flight %v after it acquired the Lease; want within %v", l.holder, latest.Round(time.Millisecond), withinLed)
 		}
@@ -358,7 +361,8 @@ type rolloutWatch struct {
 
 type leadership struct {
 	holder   string
-	acquired time.Time
+	acquired time.Time // the Lease's acquireTime, written by the holder
+	seen     time.Time // when the watch first saw the holder
 }
 
 func (l leadership) String() string { return l.holder + "@" + l.acquired.Format("15:04:05.000") }
@@ -407,7 +411,7 @@ func (w *rolloutWatch) poll(ctx context.Context, ns string) {
 			continue
 		}
 		if n := len(w.leads); n == 0 || w.leads[n-1].holder != *h {
-			w.leads = append(w.leads, leadership{holder: *h, acquired: at.Time})
+			w.leads = append(w.leads, leadership{holder: *h, acquired: at.Time, seen: time.Now()})
 		}
 	}
 }
