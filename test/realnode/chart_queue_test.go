@@ -67,12 +67,12 @@ func TestChartDeploymentOnRealNodes(t *testing.T) {
 }
 
 // queueChartValues builds lifeboat's image at each tag and imports it into
-// node; it returns the chart's queue-mode values for a tag: the defaults
-// but for the image, the cluster name, the queue URL, a nodeSelector that
-// keeps the pods on node, and what the pods need to reach the testbed's
-// loopback services from there (the AWS endpoints and the API server's
-// address, through testenv.PodReach). sqs, when not "", is the SQS
-// endpoint as the pods dial it, instead of moto's.
+// node; it returns the chart's values for a tag: the defaults (queue mode
+// among them) but for the image, the cluster name, the queue URL, a
+// nodeSelector that keeps the pods on node, and what the pods need to
+// reach the testbed's loopback services from there (the AWS endpoints and
+// the API server's address, through testenv.PodReach). sqs, when not "",
+// is the SQS endpoint as the pods dial it, instead of moto's.
 func (w *world) queueChartValues(ctx context.Context, t *testing.T, node *testenv.RealNode, sqs string, tags ...string) func(tag string) map[string]any {
 	t.Helper()
 	dir := t.TempDir()
@@ -115,7 +115,6 @@ func (w *world) queueChartValues(ctx context.Context, t *testing.T, node *testen
 			env = append(env, map[string]any{"name": k, "value": v})
 		}
 		return map[string]any{
-			"mode":         "queue",
 			"image":        map[string]any{"repository": testenv.LifeboatImageRepository, "tag": tag, "pullPolicy": "Never"},
 			"queueURL":     w.Stack.QueueURL,
 			"awsRegion":    "us-east-1",
