@@ -38,54 +38,8 @@ func TestChartDeploymentOnRealNodes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(w.Ctx, 4*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	for _, tag := range []string{"1.0.0", "1.1.0"} {
-		p, err := testenv.BuildLifeboatImage(dir, tag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := node.ImportImage(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	api, err := url.Parse(suite.Kube.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reach := func(endpoint string) string { // a loopback URL as the pods dial it
-		u, err := url.Parse(endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Host = testenv.PodReach(t, node, u.Host)
-		return strings.TrimSuffix(u.String(), "/")
-	}
-	apiAddr := testenv.PodReach(t, node, api.Host)
-	apiHost, apiPort, _ := strings.Cut(apiAddr, ":")
-	moto, sim := reach(suite.Moto.Endpoint), reach(w.Sim.Endpoint())
+	values := w.queueChartValues(ctx, t, node, "", "1.0.0", "1.1.0")
 	ns := suite.Kube.Namespace(t)
-	values := func(tag string) map[string]any {
-		env := []any{
-			// No kube-proxy on the testbed: the in-cluster configuration
-			// reaches the API server directly, not through its Service.
-			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiHost},
-			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiPort},
-		}
-		for _, kv := range testenv.AWSEnv() {
-			k, v, _ := strings.Cut(kv, "=")
-			env = append(env, map[string]any{"name": k, "value": v})
-		}
-		return map[string]any{
-			"mode":         "queue",
-			"image":        map[string]any{"repository": testenv.LifeboatImageRepository, "tag": tag, "pullPolicy": "Never"},
-			"queueURL":     w.Stack.QueueURL,
-			"awsRegion":    "us-east-1",
-			"awsEndpoint":  "sqs=" + moto + ",ec2=" + moto + ",eventbridge=" + moto + ",sts=" + moto + ",autoscaling=" + sim,
-			"clusterName":  clusterName,
-			"nodeSelector": map[string]any{groupLabel: "ctl"},
-			"extraEnv":     env,
-		}
-	}
 	applyObjects(ctx, t, renderChart(t, "lifeboat", ns, values("1.0.0")))
 	old := waitLifeboatPods(ctx, t, ns, "1.0.0", 2, nil)
 	holder := waitLeaseHolder(ctx, t, ns, old)
@@ -109,6 +63,66 @@ func TestChartDeploymentOnRealNodes(t *testing.T) {
 	assertGracefulShutdown(t, rec, pod)
 	if exit, ok := rec.At(testenv.WorkloadExit); ok && !exit.Before(off) {
 		t.Errorf("the process exited at %v, not before the power-off at %v", exit, off)
+	}
+}
+
+// queueChartValues builds lifeboat's image at each tag and imports it into
+// node; it returns the chart's values for a tag: the defaults (queue mode
+// among them) but for the image, the cluster name, the queue URL, a
+// nodeSelector that keeps the pods on node, and what the pods need to
+// reach the testbed's loopback services from there (the AWS endpoints and
+// the API server's address, through testenv.PodReach). sqs, when not "",
+// is the SQS endpoint as the pods dial it, instead of moto's.
+func (w *world) queueChartValues(ctx context.Context, t *testing.T, node *testenv.RealNode, sqs string, tags ...string) func(tag string) map[string]any {
+	t.Helper()
+	dir := t.TempDir()
+	for _, tag := range tags {
+		p, err := testenv.BuildLifeboatImage(dir, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.ImportImage(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api, err := url.Parse(suite.Kube.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reach := func(endpoint string) string { // a loopback URL as the pods dial it
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Host = testenv.PodReach(t, node, u.Host)
+		return strings.TrimSuffix(u.String(), "/")
+	}
+	apiAddr := testenv.PodReach(t, node, api.Host)
+	apiHost, apiPort, _ := strings.Cut(apiAddr, ":")
+	moto, sim := reach(suite.Moto.Endpoint), reach(w.Sim.Endpoint())
+	if sqs == "" {
+		sqs = moto
+	}
+	return func(tag string) map[string]any {
+		env := []any{
+			// No kube-proxy on the testbed: the in-cluster configuration
+			// reaches the API server directly, not through its Service.
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiHost},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiPort},
+		}
+		for _, kv := range testenv.AWSEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			env = append(env, map[string]any{"name": k, "value": v})
+		}
+		return map[string]any{
+			"image":        map[string]any{"repository": testenv.LifeboatImageRepository, "tag": tag, "pullPolicy": "Never"},
+			"queueURL":     w.Stack.QueueURL,
+			"awsRegion":    "us-east-1",
+			"awsEndpoint":  "sqs=" + sqs + ",ec2=" + moto + ",eventbridge=" + moto + ",sts=" + moto + ",autoscaling=" + sim,
+			"clusterName":  clusterName,
+			"nodeSelector": map[string]any{"kubernetes.io/hostname": node.Name},
+			"extraEnv":     env,
+		}
 	}
 }
 

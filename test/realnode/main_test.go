@@ -20,7 +20,9 @@ var suite *testenv.Suite
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.SuiteMain(m, "realnode", testenv.SuiteOptions{
-		Kube:   testenv.Options{NoKwok: true}, // the scheduler places the chart's DaemonSet pods
+		// kwok manages only the nodes a test creates with Env.CreateNode
+		// (the rollout's burst); the real nodes are the kubelets'.
+		Kube:   testenv.Options{},
 		Moto:   true,
 		Images: true,
 	}, func(s *testenv.Suite) { suite = s }))

@@ -33,8 +33,9 @@ import (
 // taints and drains its own node (the workload's preStop and SIGTERM
 // handler finish), annotates it and reports a Drained Event about it.
 //
-// The other node is a Node object no kubelet serves (this package runs no
-// kwok; a kwok node is the same kind of object to the API server).
+// The other node is a Node object no kubelet serves (without kwok's
+// annotation, so kwok leaves it alone too; a kwok node is the same kind of
+// object to the API server).
 func TestIMDSPodScopedToItsNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

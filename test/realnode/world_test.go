@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 
+	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -40,17 +41,25 @@ type worldOptions struct {
 	flags    []string
 	// bootDelay is how long an instance boots before its kubelet starts.
 	bootDelay time.Duration
+	// join, when set, is testenv.ScenarioOptions.Join: whether and after
+	// what delay an instance's node boots, per instance.
+	join func(inst awssim.Instance) (delay time.Duration, ok bool)
+	// timeout bounds the world's context; default 3 minutes.
+	timeout time.Duration
 }
 
 func newWorld(t *testing.T, o worldOptions) *world {
 	t.Helper()
+	if o.timeout == 0 {
+		o.timeout = 3 * time.Minute
+	}
 	w := &world{machines: &testenv.RealMachines{Env: suite.Kube, Images: suite.Images, BootDelay: o.bootDelay}}
 	t.Cleanup(w.machines.Close)
 	w.Scenario = testenv.NewScenario(t, testenv.ScenarioOptions{
 		Kube: suite.Kube, Moto: suite.Moto, ResetMoto: true, LifeboatBin: suite.Lifeboat,
 		ClusterName: clusterName, Prefix: "rn", GroupLabel: groupLabel,
-		GroupMaxSize: 4, JoinTimeout: 60 * time.Second, Timeout: 3 * time.Minute,
-		Machines: w.machines,
+		GroupMaxSize: 4, JoinTimeout: 60 * time.Second, Timeout: o.timeout,
+		Machines: w.machines, Join: o.join,
 	})
 	w.ns = suite.Kube.Namespace(t)
 	w.records = t.TempDir()

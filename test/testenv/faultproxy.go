@@ -62,8 +62,10 @@ const (
 // Exchange is one request (and, after forwarding, its answer) seen by a
 // FaultProxy.
 type Exchange struct {
-	Action   string
-	Stage    Stage
+	Action string
+	Stage  Stage
+	// Remote is the client's address (host:port) as the proxy saw it.
+	Remote   string
 	Request  []byte
 	Status   int    // AfterResponse only
 	Response []byte // AfterResponse only
@@ -96,6 +98,10 @@ type FaultProxyOptions struct {
 	// forwarded, or its answer is lost). It may block, for example to kill
 	// the client.
 	Intercept func(Exchange) bool
+	// Listen is the address the proxy listens on; default "127.0.0.1:0".
+	// "0.0.0.0:0" lets pods on a real node reach it on their gateway
+	// (RealNode.Gateway) with their own address as Exchange.Remote.
+	Listen string
 }
 
 // FaultProxy is a reverse proxy for an AWS API that injects faults at a
@@ -119,7 +125,7 @@ type FaultProxy struct {
 	byAction  map[string]map[Fault]int
 }
 
-// StartFaultProxy starts a FaultProxy on a free loopback port.
+// StartFaultProxy starts a FaultProxy on a free port (FaultProxyOptions.Listen).
 func StartFaultProxy(o FaultProxyOptions) (*FaultProxy, error) {
 	if o.Protocol != ProtocolQuery && o.Protocol != ProtocolJSON {
 		return nil, fmt.Errorf("fault proxy: unknown protocol %q", o.Protocol)
@@ -134,7 +140,10 @@ func StartFaultProxy(o FaultProxyOptions) (*FaultProxy, error) {
 	if o.Hang <= 0 {
 		o.Hang = 2 * time.Second
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy: listening: %w", err)
 	}
@@ -253,7 +262,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		drop(w, true)
 		return
 	}
-	if intercept != nil && !intercept(Exchange{Action: action, Stage: BeforeForward, Request: body}) {
+	if intercept != nil && !intercept(Exchange{Action: action, Stage: BeforeForward, Remote: r.RemoteAddr, Request: body}) {
 		drop(w, true)
 		return
 	}
@@ -276,7 +285,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Read again: a long poll may outlive the intercept it started under.
-	if intercept := p.currentIntercept(); intercept != nil && !intercept(Exchange{Action: action, Stage: AfterResponse, Request: body, Status: resp.StatusCode, Response: respBody}) {
+	if intercept := p.currentIntercept(); intercept != nil && !intercept(Exchange{Action: action, Stage: AfterResponse, Remote: r.RemoteAddr, Request: body, Status: resp.StatusCode, Response: respBody}) {
 		drop(w, true)
 		return
 	}
