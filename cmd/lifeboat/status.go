@@ -29,13 +29,19 @@ each node, the lifecycle heartbeats sent and whether the lifecycle action is
 pending or completed (docs/status.md). Nodes are picked as 'kubectl get nodes'
 picks them: by name, or by label selector (-l). It needs only read access to
 nodes and pods, with the kubeconfig kubectl uses (--kubeconfig, KUBECONFIG or
-~/.kube/config). Installed as kubectl-lifeboat it is 'kubectl lifeboat status'.
+~/.kube/config). Installed as ` + pluginBinary + ` it is 'kubectl lifeboat status'.
 
 Exit status: 0 printed; 1 an error (the API server unreachable, a named node
 not found: the others are printed); 2 a wrong command line.
 
 flags:
 `
+
+// pluginBinary is the name kubectl runs for `kubectl lifeboat` (its plugin
+// rule: kubectl-<name> on PATH); deploy/krew/lifeboat.yaml installs the
+// binary under it. lifeboat ignores the name it runs as (main passes
+// os.Args[1:]), so the plugin is the same program.
+const pluginBinary = "kubectl-lifeboat"
 
 // statusOptions is the command line of lifeboat status.
 type statusOptions struct {
