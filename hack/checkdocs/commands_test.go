@@ -170,6 +170,7 @@ var verdicts = map[string]verdict{
 	"lifeboat status -o yaml":                                           {in: kube, says: "kind: NodeStatusList"},
 	"lifeboat is handling none of the selected nodes":                   {why: "quotes lifeboat status's output; not a command"},
 	"kubectl lifeboat status -o json":                                   {why: whyKubectl},
+	"kubectl lifeboat status ip-10-106-148-205.ec2.internal -o wide":    {why: whyKubectl},
 	"kubectl lifeboat":                                                  {why: whyName + " (how kubectl runs the plugin)"},
 	"lifeboat is handling no nodes":                                     {why: "quotes lifeboat status's output; not a command"},
 
