@@ -15,6 +15,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"lifeboat.dev/lifeboat/internal/kube"
 )
 
 const usage = `lifeboat gets workloads off an EC2 instance before AWS takes it away.
@@ -58,12 +60,19 @@ const (
 // (if any) on stderr.
 func execute(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	err := run(ctx, args, getenv, stdout, stderr)
-	if err == nil {
-		return exitOK
+	if err != nil {
+		fmt.Fprintln(stderr, "lifeboat:", err)
 	}
-	fmt.Fprintln(stderr, "lifeboat:", err)
+	return exitCode(err)
+}
+
+// exitCode is the exit status of a run that returned err.
+func exitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
 		return exitUsage
 	}
 	return exitFailure
@@ -99,7 +108,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "replay":
 		return replayCommand(rest, stdout)
 	case "status":
-		return statusCommand(ctx, rest, getenv, stdout)
+		return statusCommand(ctx, rest, func(kubeconfig, context string) (kube.Client, error) {
+			return userClient(kubeconfig, context, getenv)
+		}, stdout)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

