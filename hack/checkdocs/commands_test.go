@@ -158,6 +158,7 @@ var verdicts = map[string]verdict{
 	"helm install lifeboat deploy/helm/lifeboat -f nth-values.yaml": {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
 	"helm install": {why: whyName},
 	"helm push":    {why: whyName},
+	"helm upgrade": {why: whyName},
 
 	// docs/operations.md
 	"lifeboat check --output json --queue-url … --cluster-name …": {in: aws, says: `"checks"`},
