@@ -48,6 +48,11 @@ const (
 var killPoints = []killPoint{killAfterReceive, killAfterCordon, killMidEviction, killBetweenHeartbeats,
 	killBeforeCompletion, killAfterCompletion, killBeforeDelete, killRandom}
 
+// deadPollBound is how long after a kill a long poll of the killed process
+// may still be open at SQS: lifeboat's long poll (5 s, internal/source/sqs)
+// and a second for moto to answer it.
+const deadPollBound = 6 * time.Second
+
 // TestCrashMidWork kills lifeboat (SIGKILL) at each named point of a
 // scenario, and at random points, and restarts it. Each iteration scales in
 // one node of a group with a terminate lifecycle hook (drain, heartbeats,
@@ -148,7 +153,8 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 	kill := func() {
 		once.Do(func() {
 			w.lb.Kill()
-			killed <- time.Now()
+			w.lastKill = time.Now() // read after <-killed, which orders it
+			killed <- w.lastKill
 		})
 	}
 	ours := func(b []byte) bool {
@@ -237,6 +243,22 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 		poll(func() bool { return time.Now().After(at) })
 	}
 
+	// A long poll the killed process left open at SQS (lifeboat's are
+	// 5 s) takes a message sent meanwhile and hides it for the 10 s
+	// visibility timeout: the heartbeat point's 10 s hook would time out
+	// before lifeboat saw its action (CI: the previous iteration's kill
+	// 1 s before, the message received 10 s late, "kill point
+	// between-heartbeats never reached"). Its events wait for that poll to
+	// end; the other points' 45 s hooks outlast it.
+	if point == killBetweenHeartbeats && !w.lastKill.IsZero() {
+		if wait := time.Until(w.lastKill.Add(deadPollBound)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-w.ctx.Done():
+				t.Fatal(w.ctx.Err())
+			}
+		}
+	}
 	scenarioStart := time.Now()
 	w.terminate(scaled)
 	w.spot(spot, time.Now())
@@ -263,6 +285,7 @@ func (w *world) crashIteration(ns string, rng *rand.Rand, i int, point killPoint
 			t.Fatal(w.ctx.Err())
 		}
 		w.lb.Kill()
+		w.lastKill = time.Now()
 		kills++
 		t.Logf("iteration %d: killed lifeboat again %v after the restart", i, d)
 		w.restart()

@@ -35,6 +35,8 @@ type world struct {
 	// simulator.
 	sqsProxy, asProxy *testenv.FaultProxy
 	lb                *testenv.Lifeboat
+	// lastKill is when the test last killed lifeboat (zero: never).
+	lastKill time.Time
 }
 
 type worldOptions struct {
