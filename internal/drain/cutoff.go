@@ -72,10 +72,20 @@ func notAccepted(o evictOutcome) string {
 func (d *Drainer) newWaiting(p corev1.Pod, outs map[types.UID]evictOutcome) *waitingPod {
 	wp := &waitingPod{pod: p, asked: true, grace: d.acts.requestedGrace(&p)}
 	if o, ok := outs[p.UID]; ok {
-		switch o.kind {
-		case evictAccepted:
+		switch {
+		case o.kind == evictAccepted:
 			wp.grace = o.grace
-		case evictDeadline, evictRefused, evictCanceled:
+		case o.kind == evictCanceled && p.DeletionTimestamp != nil:
+			// Canceled with its eviction's answer still on the way: the
+			// pod is terminating, so the eviction was accepted (or
+			// someone else deleted it). It is mid-shutdown, not
+			// not-started (test/realnode TestInstanceDiesMidShutdown saw
+			// the Node deleted while the accepted eviction's answer was
+			// in flight).
+			if p.DeletionGracePeriodSeconds != nil {
+				wp.grace = *p.DeletionGracePeriodSeconds
+			}
+		case o.kind == evictDeadline || o.kind == evictRefused || o.kind == evictCanceled:
 			wp.asked, wp.why = false, notAccepted(o)
 		}
 	}
