@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +56,11 @@ type cutWorld struct {
 
 	mu     sync.Mutex
 	events []string // every Event recorded so far
+
+	// blockList, when set, makes the next pod list wait for release and
+	// fail as a canceled request does (listing is closed when it begins).
+	blockList        atomic.Bool
+	listing, release chan struct{}
 }
 
 func startCutWorld(t *testing.T, pods ...string) *cutWorld {
@@ -85,6 +92,15 @@ func startCutWorld(t *testing.T, pods ...string) *cutWorld {
 			return true, nil, w.client.Tracker().Update(podsGVR, pod, ev.Namespace)
 		}
 		return true, nil, nil // already terminating: accepted, nothing changes
+	})
+	w.listing, w.release = make(chan struct{}), make(chan struct{})
+	w.client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !w.blockList.CompareAndSwap(true, false) {
+			return false, nil, nil
+		}
+		close(w.listing)
+		<-w.release
+		return true, nil, fmt.Errorf("listing pods: %w", context.Canceled)
 	})
 	d := drain.New(clientset.New(w.client), testClock, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{Backoff: 50 * time.Millisecond})
 	w.c = run(t, w.client, nodes.Options{}, Deps{Drainer: d, Recorder: w.rec, Metrics: w.m, Notifier: w.notes},
@@ -225,5 +241,50 @@ func TestNodeDeletedMidDrainNamesThePodsThatDied(t *testing.T) {
 		if n.Phase == "finished" && (len(n.CutOff) != 2 || !strings.Contains(strings.Join(n.CutOff, ";"), "ns/guarded")) {
 			t.Errorf("finished notification names %q as cut off; want ns/slow and ns/guarded", n.CutOff)
 		}
+	}
+}
+
+// A drain cut short, then a drain the Node's deletion cancels before it
+// listed the node's pods: the pod the first left mid-shutdown died with
+// the instance, and the Warning NodeGone says so. In CI test/realnode
+// TestInstanceDiesMidShutdown got a Normal NodeGone calling that pod
+// "evicted and gone", counted evicted: the second drain's empty result
+// had replaced the first's cut-off pods.
+func TestNodeDeletedBeforeTheNextDrainListedKeepsThePodsCutOff(t *testing.T) {
+	w := startCutWorld(t, podSlow)
+	w.c.Submit("node-a", instA, time.Time{}, []event.Event{spotEvent("spot-1")}, 1)
+	waitFor(t, "slow terminating", func() bool {
+		slow, ok := w.pod(t, podSlow)
+		return ok && slow.DeletionTimestamp != nil
+	})
+	time.Sleep(100 * time.Millisecond) // the drain waits for slow
+	w.blockList.Store(true)
+	w.c.Submit("node-a", instA, time.Time{}, []event.Event{spotEvent("spot-2")}, 2)
+	if cut := w.event(t, "Normal DrainInterrupted"); !strings.Contains(cut, "ns/slow: mid-shutdown") {
+		t.Errorf("DrainInterrupted Event %q does not name ns/slow mid-shutdown", cut)
+	}
+	select {
+	case <-w.listing: // the next drain is listing the node's pods
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drain of the next plan never listed the node's pods")
+	}
+	// Through the tracker: the fake clientset holds its lock while the
+	// list waits.
+	if err := w.client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("nodes"), "", "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Node gone from the informer", func() bool { _, ok := w.c.Nodes.ByName("node-a"); return !ok })
+	time.Sleep(200 * time.Millisecond) // its deletion cancels the drain
+	close(w.release)
+	gone := w.event(t, "Warning NodeGone")
+	t.Log(gone)
+	if !strings.Contains(gone, "ns/slow: mid-shutdown") {
+		t.Errorf("NodeGone Event %q does not name ns/slow mid-shutdown", gone)
+	}
+	if n := evictions(t, w.m, "cut-off"); n != 1 {
+		t.Errorf(`lifeboat_evictions_total{result="cut-off"} = %v, want 1`, n)
+	}
+	if n := evictions(t, w.m, "evicted"); n != 0 {
+		t.Errorf(`lifeboat_evictions_total{result="evicted"} = %v, want 0`, n)
 	}
 }

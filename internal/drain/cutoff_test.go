@@ -101,10 +101,32 @@ func TestCutOffPodsAreNamed(t *testing.T) {
 					t.Errorf("CutOff[%d] = %+v, want %s %s (detail with %q, forced %v)", i, got, w.name, w.cause, w.detail, w.forced)
 				}
 			}
+			if !res.Listed {
+				t.Error("Listed = false for a drain that listed the node's pods")
+			}
 			if tt.cancel != 0 && (res.Evicted != 2 || !strings.Contains(strings.Join(res.Pods, ","), "ns/quick")) {
 				t.Errorf("canceled drain: Evicted %d %v, want quick and slow (their evictions were accepted)", res.Evicted, res.Pods)
 			}
 		})
+	}
+}
+
+// A drain canceled before it listed the node's pods says so (Listed
+// false): it saw nothing, so the pods an earlier drain cut off stand
+// (drainreport.Work keeps them; test/realnode TestInstanceDiesMidShutdown
+// lost one when a drain the Node's deletion canceled at once replaced
+// them by none).
+func TestDrainCanceledBeforeItsListSawNothing(t *testing.T) {
+	c := newFakeCluster(t, fakePod("slow", 30, labelStuck))
+	d := drain.New(clientset.New(c.client), c.clock, quiet, drain.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := d.Drain(ctx, fakeNode, c.clock.Now().Add(time.Minute), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Drain error = %v, want context.Canceled", err)
+	}
+	if res.Listed || len(res.CutOff) != 0 || res.Remaining != 0 {
+		t.Errorf("Result = %+v, want nothing seen (Listed false)", res)
 	}
 }
 

@@ -113,10 +113,14 @@ type Progress struct {
 // already capped.
 func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
 	var res Result
+	if err := ctx.Err(); err != nil {
+		return res, err // canceled before it began: nothing seen
+	}
 	pods, listRV, err := d.podsToEvict(ctx, node)
 	if err != nil {
 		return res, err
 	}
+	res.Listed = true
 	if d.dryRun {
 		res.Remaining = len(pods)
 		d.log.Info("dry run: would evict pods", "node", node, "pods", len(pods))

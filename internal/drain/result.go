@@ -40,6 +40,12 @@ type Result struct {
 	// drain was canceled (new events for the node, the Node deleted), each
 	// with why (CutOffPod.Cause). Sorted by namespace/name.
 	CutOff []CutOffPod
+	// Listed: the drain listed the node's pods, so Remaining, NotEvicted,
+	// Stuck and CutOff say how the node stood when it ended. A drain
+	// stopped before its list (canceled at once by new events, the Node
+	// deleted) saw nothing: the pods an earlier drain left are still
+	// there as far as anyone knows.
+	Listed bool
 }
 
 // PodProblem names a pod the drain could not move off the node, and why.
