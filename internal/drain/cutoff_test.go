@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+	k8stesting "k8s.io/client-go/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
@@ -127,6 +129,29 @@ func TestDrainCanceledBeforeItsListSawNothing(t *testing.T) {
 	}
 	if res.Listed || len(res.CutOff) != 0 || res.Remaining != 0 {
 		t.Errorf("Result = %+v, want nothing seen (Listed false)", res)
+	}
+}
+
+// A drain canceled as its wait's watch begins (the request fails with
+// the canceled context) names the pod it evicted cut off, as a cancel at
+// any other moment does. In test/realnode TestInstanceDiesMidShutdown
+// that drain reported nothing left, and the pod, still terminating when
+// its Node was deleted, was called evicted and gone.
+func TestDrainCanceledAsItsWatchBeginsNamesThePodsLeft(t *testing.T) {
+	c := newFakeCluster(t, fakePod("slow", 30, labelStuck))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		cancel()
+		return true, nil, context.Canceled
+	})
+	d := drain.New(clientset.New(c.client), c.clock, quiet, drain.Options{})
+	res, err := d.Drain(ctx, fakeNode, c.clock.Now().Add(time.Minute), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Drain error = %v, want context.Canceled", err)
+	}
+	if len(res.CutOff) != 1 || res.CutOff[0].Name != "slow" || res.CutOff[0].Cause != drain.CauseMidShutdown {
+		t.Errorf("CutOff = %+v, want slow mid-shutdown", res.CutOff)
 	}
 }
 
