@@ -198,7 +198,7 @@ type endingDrainer struct {
 	err error
 }
 
-func (e *endingDrainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error) {
+func (e *endingDrainer) Drain(ctx context.Context, node string, deadline drain.Deadline, progress func(drain.Progress)) (drain.Result, error) {
 	if _, err := e.fakeDrainer.Drain(ctx, node, deadline, progress); err != nil {
 		return drain.Result{}, err
 	}

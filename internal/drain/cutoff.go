@@ -73,7 +73,7 @@ func (d *Drainer) newWaiting(p corev1.Pod, outs map[types.UID]evictOutcome) *wai
 	wp := &waitingPod{pod: p, asked: true, grace: d.acts.requestedGrace(&p)}
 	if o, ok := outs[p.UID]; ok {
 		switch o.kind {
-		case evictAccepted:
+		case evictAccepted, evictDeletedBlocked:
 			wp.grace = o.grace
 		case evictDeadline, evictRefused, evictCanceled:
 			wp.asked, wp.why = false, notAccepted(o)

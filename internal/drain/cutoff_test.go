@@ -120,7 +120,7 @@ func (c *fakeCluster) drainCanceled(o drain.Options, deadline time.Time, cancelA
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := d.Drain(ctx, fakeNode, deadline, nil)
+		res, err := d.Drain(ctx, fakeNode, drain.Deadline{At: deadline}, nil)
 		done <- outcome{res, err}
 	}()
 	start := c.clock.Now()
