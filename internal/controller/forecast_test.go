@@ -70,6 +70,7 @@ type pdbSource struct {
 }
 
 func (s *pdbSource) DrainGrace() (pod, node time.Duration) { return s.podGrace, s.nodeGrace }
+func (s *pdbSource) DeletesBlocked() bool                  { return false }
 
 func (s *pdbSource) ForecastInputs(context.Context, string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
 	s.mu.Lock()

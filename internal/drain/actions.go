@@ -127,7 +127,7 @@ func unmarkOutOfService(n *corev1.Node) bool {
 // them in Result.CutOff with why; canceled, its Result is what it did
 // until then.
 func (d *Drainer) Drain(ctx context.Context, node string, dl Deadline, progress func(Progress)) (Result, error) {
-	dl.At = d.acts.capDeadline(dl.At, d.clock.Now())
+	dl.aws, dl.At = dl.At, d.acts.capDeadline(dl.At, d.clock.Now())
 	res, err := d.drainPods(ctx, node, dl, progress)
 	sortCut(res.CutOff)
 	return res, err

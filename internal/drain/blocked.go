@@ -23,6 +23,10 @@ type Deadline struct {
 	// still there dies without its shutdown. A scheduled change's start,
 	// or no deadline at all, is not enforced.
 	Enforced bool
+	// aws is At as the caller gave it, before Actions.NodeGrace capped it
+	// (set by Drain): a pod still blocked is deleted in time for AWS's
+	// deadline, not for lifeboat's own cap.
+	aws time.Time
 }
 
 // ReasonBlockedPodDeleted is the reason of the Warning Event, on the pod
@@ -68,13 +72,23 @@ func PlanBlockedDelete(dl Deadline, requested int64, margin time.Duration, now t
 	return b, true
 }
 
-// blockedPlan is PlanBlockedDelete for pod at the clock's now, when
-// Options.DeleteBlocked is on.
+// blockedPlan is PlanBlockedDelete for pod at the clock's now, before
+// AWS's deadline, when Options.DeleteBlocked is on. When
+// Actions.NodeGrace ends the drain before the pod's moment, the drain ends
+// without deleting it, as before.
 func (d *Drainer) blockedPlan(pod *corev1.Pod, dl Deadline) (BlockedDelete, bool) {
 	if !d.deleteBlocked {
 		return BlockedDelete{}, false
 	}
-	return PlanBlockedDelete(dl, d.acts.requestedGrace(pod), d.margin, d.clock.Now())
+	return PlanBlockedDelete(dl.awsDeadline(), d.acts.requestedGrace(pod), d.margin, d.clock.Now())
+}
+
+// awsDeadline is AWS's deadline: At before Drain capped it.
+func (dl Deadline) awsDeadline() Deadline {
+	if dl.aws.IsZero() {
+		return Deadline{At: dl.At, Enforced: dl.Enforced}
+	}
+	return Deadline{At: dl.aws, Enforced: dl.Enforced}
 }
 
 // deleteBlockedPod deletes pod, still blocked by blocker (the last
@@ -95,8 +109,8 @@ func (d *Drainer) deleteBlockedPod(ctx context.Context, pod *corev1.Pod, b Block
 		return PodProblem{}, false, fmt.Errorf("deleting blocked pod %s: %w", name, err)
 	}
 	msg := fmt.Sprintf("deleted with a grace period of %d s, %v before AWS's deadline %s, so that its shutdown ends before the instance goes; its eviction was still refused: %s",
-		b.Grace, dl.At.Sub(d.clock.Now()).Round(time.Second), dl.At.UTC().Format(time.RFC3339), blocker)
-	d.log.Warn(ReasonBlockedPodDeleted, "node", pod.Spec.NodeName, "pod", name, "grace", b.Grace, "deadline", dl.At, "blocker", blocker)
+		b.Grace, dl.awsDeadline().At.Sub(d.clock.Now()).Round(time.Second), dl.awsDeadline().At.UTC().Format(time.RFC3339), blocker)
+	d.log.Warn(ReasonBlockedPodDeleted, "node", pod.Spec.NodeName, "pod", name, "grace", b.Grace, "deadline", dl.awsDeadline().At, "blocker", blocker)
 	if d.recorder != nil {
 		d.recorder.Event(&corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
 			corev1.EventTypeWarning, ReasonBlockedPodDeleted, msg)

@@ -106,6 +106,8 @@ func TestBlockedPodsDeletedBeforeEnforcedDeadline(t *testing.T) {
 		enforced bool
 		on       bool
 		force    bool
+		// nodeGrace is Actions.NodeGrace (0: none).
+		nodeGrace time.Duration
 		// wantAt is when the graceful delete comes, before the deadline
 		// (0: none); wantGrace its grace period.
 		wantAt    time.Duration
@@ -122,6 +124,8 @@ func TestBlockedPodsDeletedBeforeEnforcedDeadline(t *testing.T) {
 			left: 2 * time.Minute, enforced: true, on: true, wantAt: 35 * time.Second, wantGrace: 30, blocker: `admission webhook "deny.example.com" denied`},
 		{name: "option off: left until the deadline (the harm)", refusal: func(string) error { return pdbRefusal("web-pdb") },
 			left: 2 * time.Minute, enforced: true, wantErr: drain.ErrDeadline},
+		{name: "--node-grace-period ends the drain before the moment: left", refusal: func(string) error { return pdbRefusal("web-pdb") },
+			left: 2 * time.Minute, enforced: true, on: true, nodeGrace: 30 * time.Second, wantErr: drain.ErrDeadline},
 		{name: "soft deadline: left", refusal: func(string) error { return pdbRefusal("web-pdb") },
 			left: 2 * time.Minute, on: true, wantErr: drain.ErrDeadline},
 		{name: "still there at the deadline: force-deleted then", refusal: func(string) error { return pdbRefusal("web-pdb") }, stuck: true,
@@ -145,7 +149,8 @@ func TestBlockedPodsDeletedBeforeEnforcedDeadline(t *testing.T) {
 			}
 			deadline := c.clock.Now().Add(tt.left)
 			rec := &eventLog{}
-			res, err := c.drainTo(drain.Options{Margin: margin, DeleteBlocked: tt.on, ForceDeleteAtDeadline: tt.force, Recorder: rec},
+			res, err := c.drainTo(drain.Options{Margin: margin, DeleteBlocked: tt.on, ForceDeleteAtDeadline: tt.force, Recorder: rec,
+				Actions: drain.Actions{NodeGrace: tt.nodeGrace}},
 				drain.Deadline{At: deadline, Enforced: tt.enforced})
 			if (tt.wantErr == nil) != (err == nil) || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Errorf("Drain error = %v, want %v", err, tt.wantErr)

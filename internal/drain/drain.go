@@ -36,9 +36,10 @@ type Options struct {
 	ForceDeleteAtDeadline bool
 	// DeleteBlocked deletes a pod whose eviction is still refused (a
 	// PodDisruptionBudget, an admission webhook) in time for its shutdown
-	// before an enforced deadline (Deadline.Enforced): at the deadline less
-	// its grace period and Margin (PlanBlockedDelete). A pod still present
-	// at the deadline is then ForceDeleteAtDeadline's.
+	// before an enforced deadline (Deadline.Enforced): at AWS's deadline
+	// less its grace period and Margin (PlanBlockedDelete), if the drain
+	// (Actions.NodeGrace) still runs then. A pod still present at the
+	// deadline is then ForceDeleteAtDeadline's.
 	DeleteBlocked bool
 	// Recorder records the Events a drain makes on pods and nodes
 	// (BlockedPodDeleted); nil: none.
