@@ -43,7 +43,7 @@ type BlockedDelete struct {
 	// At is the deadline less the grace period and the margin: deleted
 	// then, the pod's shutdown ends the margin before the deadline.
 	At time.Time
-	// Due: At has come; the pod is deleted now.
+	// Due: At has come (within blockedSlack); the pod is deleted now.
 	Due bool
 	// Grace is the deletion's grace period in seconds: the one the pod's
 	// eviction asks for or, once At has passed, what is left until the
@@ -51,6 +51,15 @@ type BlockedDelete struct {
 	// force deletion, which only the deadline's rule may make).
 	Grace int64
 }
+
+// blockedSlack is how early before its moment a blocked pod is deleted:
+// a grace period is whole seconds, so a deletion a few milliseconds late
+// (the wake-up, the last eviction refused) would lose a whole second of
+// it; one up to a second early keeps it whole and ends that much sooner.
+const blockedSlack = time.Second
+
+// ActAt is when the drain deletes the pod: At less blockedSlack.
+func (b BlockedDelete) ActAt() time.Time { return b.At.Add(-blockedSlack) }
 
 // PlanBlockedDelete plans the deletion of a pod still blocked at now,
 // whose eviction asks for requested seconds of grace, before the drain's
@@ -63,7 +72,7 @@ func PlanBlockedDelete(dl Deadline, requested int64, margin time.Duration, now t
 	requested = max(requested, minGrace)
 	end := dl.At.Add(-margin)
 	b = BlockedDelete{At: end.Add(-time.Duration(requested) * time.Second), Grace: requested}
-	if now.Before(b.At) {
+	if now.Before(b.ActAt()) {
 		return b, true
 	}
 	b.Due = true

@@ -38,6 +38,12 @@ func TestPlanBlockedDelete(t *testing.T) {
 			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Grace: 30}, wantOK: true},
 		{name: "the moment itself: due, whole grace", dl: enforced, requested: 30, now: deadline.Add(-35 * time.Second),
 			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Due: true, Grace: 30}, wantOK: true},
+		{name: "a second before it: due, whole grace (a late wake-up must not lose a second)", dl: enforced, requested: 30, now: deadline.Add(-36 * time.Second),
+			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Due: true, Grace: 30}, wantOK: true},
+		{name: "just over a second before it: not yet", dl: enforced, requested: 30, now: deadline.Add(-36*time.Second - time.Millisecond),
+			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Grace: 30}, wantOK: true},
+		{name: "a few milliseconds after it: a second lost (why the drain acts at ActAt)", dl: enforced, requested: 30, now: deadline.Add(-35*time.Second + 5*time.Millisecond),
+			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Due: true, Grace: 29}, wantOK: true},
 		{name: "passed: at once, grace cut to the time left", dl: enforced, requested: 30, now: deadline.Add(-20 * time.Second),
 			want: drain.BlockedDelete{At: deadline.Add(-35 * time.Second), Due: true, Grace: 15}, wantOK: true},
 		{name: "passed, a fraction of a second is not given", dl: enforced, requested: 30, now: deadline.Add(-15*time.Second - 500*time.Millisecond),
@@ -177,8 +183,9 @@ func TestBlockedPodsDeletedBeforeEnforcedDeadline(t *testing.T) {
 				t.Fatalf("blocked pod deleted %d times (%+v), want %d", len(deletes), deletes, 1+tt.wantForce)
 			}
 			d := deletes[0]
-			// The fake clock moves a second at a time.
-			if before := deadline.Sub(d.at); before > tt.wantAt || before < tt.wantAt-time.Second {
+			// Up to a second early (blockedSlack); the fake clock moves a
+			// second at a time.
+			if before := deadline.Sub(d.at); before > tt.wantAt+time.Second || before < tt.wantAt-time.Second {
 				t.Errorf("blocked pod deleted %v before the deadline, want %v", before, tt.wantAt)
 			}
 			if d.grace == nil || *d.grace != tt.wantGrace || d.uid != blocked.UID {

@@ -119,7 +119,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 		}
 		wait := d.backoff
 		if planned && !b.Due {
-			wait = min(wait, b.At.Sub(d.clock.Now()))
+			wait = min(wait, b.ActAt().Sub(d.clock.Now()))
 		}
 		if !deadline.IsZero() {
 			left := deadline.Sub(d.clock.Now()) - d.margin

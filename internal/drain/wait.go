@@ -95,7 +95,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 			wp.until = start.Add(time.Duration(wp.grace)*time.Second + d.stuckAfter)
 		}
 		if b, ok := d.blockedPlan(&p, dl); ok && !wp.asked {
-			wp.deleteAt = b.At
+			wp.deleteAt = b.ActAt()
 		}
 		waiting[p.UID] = wp
 	}

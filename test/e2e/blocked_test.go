@@ -98,8 +98,9 @@ func TestBlockedPodGetsItsShutdown(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			// The notice was sent 100 s ago: 20 s are left before AWS acts.
-			sent := time.Now().Add(-100 * time.Second)
+			// The notice was sent 100 s ago: 20 s are left before AWS acts
+			// (whole seconds: the event's time has no fraction).
+			sent := time.Now().Add(-100 * time.Second).Truncate(time.Second)
 			deadline := sent.Add(2 * time.Minute)
 			tr := tracePod(h, ns, guarded.Name, deadline.Add(5*time.Second))
 			h.PutEvent(route.SourceEC2, route.SpotInterruption, sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
@@ -129,6 +130,7 @@ func TestBlockedPodGetsItsShutdown(t *testing.T) {
 			want := deadline.Add(-grace - margin)
 			t.Logf("pod deleted %v before the deadline with grace %d s (want %v, %d s), gone %v before it",
 				deadline.Sub(deletedAt), got, deadline.Sub(want), int64(grace/time.Second), deadline.Sub(goneAt))
+			// Up to a second early (a grace period is whole seconds);
 			// deletionTimestamp has whole seconds.
 			if deletedAt.IsZero() || deletedAt.Sub(want).Abs() > 2*time.Second || got != int64(grace/time.Second) {
 				t.Errorf("pod deleted at %v with grace %d s; want at %v (deadline - grace - margin) with %v", deletedAt, got, want, grace)
