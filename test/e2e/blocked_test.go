@@ -109,6 +109,10 @@ func TestBlockedPodGetsItsShutdown(t *testing.T) {
 				end = "Drained"
 			}
 			h.Eventually(time.Until(deadline)+10*time.Second, "a "+end+" Event on the node", func() bool { return h.NodeEvents(node, end) >= 1 })
+			if tt.on {
+				// The drain saw the pod go; the poll sees it within 100 ms.
+				h.Eventually(5*time.Second, "the pod seen gone", func() bool { _, _, gone := tr.get(); return !gone.IsZero() })
+			}
 			deletedAt, got, goneAt := tr.get()
 			ev := firstEvent(t, h, metav1.NamespaceDefault, node, end)
 			t.Logf("%s: %s", end, ev.Message)
