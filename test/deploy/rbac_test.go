@@ -37,9 +37,9 @@ import (
 var rbacValues = map[string]any{
 	"forceDeleteAtDeadline":           true,
 	"deleteBlockedPodsBeforeDeadline": false,
-	"deadlineMargin":        "1s",
-	"evictionBackoff":       "500ms",
-	"leaderElection":        map[string]any{"enabled": true, "leaseDuration": "5s"},
+	"deadlineMargin":                  "1s",
+	"evictionBackoff":                 "500ms",
+	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s"},
 }
 
 // grant is one verb on one resource in one of the chart's roles: the unit
