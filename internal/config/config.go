@@ -76,8 +76,11 @@ type Config struct {
 	DrainKinds            []event.Kind
 	ScheduledChangeLead   time.Duration
 	ForceDeleteAtDeadline bool
-	DeadlineMargin        time.Duration
-	EvictionBackoff       time.Duration
+	// DeleteBlockedPods deletes pods still blocked in time for their
+	// shutdown before a deadline AWS enforces.
+	DeleteBlockedPods bool
+	DeadlineMargin    time.Duration
+	EvictionBackoff   time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

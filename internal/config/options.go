@@ -152,6 +152,8 @@ var options = []option{
 		bind: durOpt(func(c *Config) *time.Duration { return &c.ScheduledChangeLead })},
 	{name: "force-delete-at-deadline", def: "false", usage: "when AWS's deadline is about to pass, delete the pods still running (they would be killed anyway); needs pods/delete",
 		bind: boolOpt(func(c *Config) *bool { return &c.ForceDeleteAtDeadline })},
+	{name: "delete-blocked-pods-before-deadline", def: "true", usage: "when a deadline AWS enforces nears (a Spot interruption, a terminating state change, a terminate lifecycle action's end, a capacity reservation's interruption; not a scheduled change or a rebalance recommendation), delete a pod whose eviction a PodDisruptionBudget or an admission webhook still refuses at the deadline less its grace period less --deadline-margin (at once, its grace cut to the time left, when that moment has passed), so that its preStop hook and SIGTERM handler run to the end before the instance goes (it would be killed anyway); a Warning BlockedPodDeleted on the pod and the node names what blocked it; needs pods/delete",
+		bind: boolOpt(func(c *Config) *bool { return &c.DeleteBlockedPods })},
 	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",

@@ -37,6 +37,11 @@ type Plan struct {
 	// Deadline is when AWS acts on the instance, the earliest of the due
 	// events (zero: no known deadline).
 	Deadline time.Time
+	// Enforced: AWS takes the instance at Deadline whatever lifeboat does:
+	// a due event of an enforced kind (Enforces) has that deadline. A
+	// scheduled change's start alone is not enforced: the change begins
+	// not before it.
+	Enforced bool
 	// Lifecycle are the terminate actions to heartbeat while draining and to
 	// complete when the drain is done.
 	Lifecycle []event.LifecycleAction
@@ -130,6 +135,13 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 			}
 		}
 	}
+	for _, id := range pl.EventIDs {
+		for _, e := range events {
+			if e.ID == id && Enforces(e.Kind) && !e.Deadline.IsZero() && e.Deadline.Equal(pl.Deadline) {
+				pl.Enforced = true
+			}
+		}
+	}
 	slices.Sort(pl.TaintKeys)
 	switch {
 	case actions > 0:
@@ -141,6 +153,19 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 		pl.TaintKeys = nil
 	}
 	return pl
+}
+
+// Enforces reports whether AWS takes the instance at the deadline of an
+// event of kind k whatever lifeboat does: a Spot interruption, a state
+// change to a terminal state, a terminate lifecycle action (its end), a
+// capacity reservation's interruption. A scheduled change starts not
+// before its deadline, and a rebalance recommendation has none.
+func Enforces(k event.Kind) bool {
+	switch k {
+	case event.SpotInterruption, event.StateChange, event.LifecycleTerminate, event.CapacityReservationInterruption:
+		return true
+	}
+	return false
 }
 
 // changeKey identifies a scheduled change and its cancellation: the

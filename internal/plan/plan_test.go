@@ -38,6 +38,12 @@ func TestFor(t *testing.T) {
 	reboot := event.Event{ID: "sc-r", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(5 * time.Minute)}
 	rebootCanceled := event.Event{ID: "cx-r", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: reboot.Deadline}
 	oldRebootCompleted := event.Event{ID: "cx-old", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(-30 * 24 * time.Hour)}
+	// Deadlines AWS enforces (issue 25 item 2), and a scheduled change
+	// due before the Spot notice's end.
+	stopping := event.Event{ID: "st-1", Kind: event.StateChange, InstanceID: "i-1234abcd", Action: "stopping", Deadline: now}
+	hookEnd := event.Event{ID: "lt-d", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &action, Deadline: now.Add(time.Hour)}
+	reservation := event.Event{ID: "cr-1", Kind: event.CapacityReservationInterruption, InstanceID: "i-1234abcd", Deadline: now.Add(2 * time.Minute)}
+	sooner := event.Event{ID: "sc-3", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(time.Minute)}
 	laterReboot := event.Event{ID: "sc-r2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(3 * time.Hour)}
 
 	tests := []struct {
@@ -49,7 +55,7 @@ func TestFor(t *testing.T) {
 		{"nothing", nil, policy, Plan{}},
 		{"spot drains with its deadline", []event.Event{spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"spot-1"},
 		}},
 		{"rebalance cordons only by default", []event.Event{rebalance}, policy, Plan{
 			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/rebalance-recommendation"},
@@ -62,7 +68,7 @@ func TestFor(t *testing.T) {
 		{"rebalance then spot: one plan, spot decides", []event.Event{rebalance, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true,
 			TaintKeys: []string{"lifeboat.io/rebalance-recommendation", "lifeboat.io/spot-interruption"},
-			Deadline:  spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"reb-1", "spot-1"},
+			Deadline:  spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"reb-1", "spot-1"},
 		}},
 		{"terminate action heartbeated once however often delivered", []event.Event{terminate, terminateDup}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
@@ -93,7 +99,7 @@ func TestFor(t *testing.T) {
 		{"cancel alone undoes", []event.Event{cancel}, policy, Plan{Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-1"}}},
 		{"cancel does not undo a spot notice", []event.Event{cancel, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
 		}},
 		{"canceled while due (drain in flight): undone", []event.Event{reboot, rebootCanceled}, policy, Plan{
 			Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-r"},
@@ -111,7 +117,23 @@ func TestFor(t *testing.T) {
 		}},
 		{"earliest deadline wins", []event.Event{soon, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"sc-1", "spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"sc-1", "spot-1"},
+		}},
+		{"a state change's deadline is enforced", []event.Event{stopping}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/state-change"},
+			Deadline: now, Enforced: true, Reason: event.StateChange, EventIDs: []string{"st-1"},
+		}},
+		{"a terminate hook's end is enforced", []event.Event{hookEnd}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"}, Lifecycle: []event.LifecycleAction{action},
+			Deadline: hookEnd.Deadline, Enforced: true, Reason: event.LifecycleTerminate, EventIDs: []string{"lt-d"},
+		}},
+		{"a capacity reservation's interruption is enforced", []event.Event{reservation}, policy, Plan{
+			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/capacity-reservation-interruption"},
+			Deadline: reservation.Deadline, Enforced: true, Reason: event.CapacityReservationInterruption, EventIDs: []string{"cr-1"},
+		}},
+		{"a scheduled change's start is not, even before a Spot notice's end", []event.Event{sooner, spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
+			Deadline: sooner.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"sc-3", "spot-1"},
 		}},
 	}
 	for _, tt := range tests {

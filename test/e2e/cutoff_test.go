@@ -26,9 +26,11 @@ import (
 // "cut-off"}, not "evicted"; the pod that left is named as evicted. (On
 // 69db33e DeadlinePassed said "2 of 3 pods still there" without naming
 // them, cut-off was 0 and evicted 2: the held pod counted as evicted.)
+// The budget's pod is left until the deadline:
+// --delete-blocked-pods-before-deadline=false.
 func TestDeadlinePassedNamesThePodsCutOff(t *testing.T) {
 	hook := newNotificationSink(t)
-	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s", "--webhook-template", "json"},
+	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s", "--webhook-template", "json", "--delete-blocked-pods-before-deadline=false"},
 		env: []string{"LIFEBOAT_WEBHOOK_URL=" + hook.url}})
 	id := h.CreateGroup("cutoff-"+testenv.UniqueName("g"), 1)[0]
 	node := h.NodeName(id)

@@ -19,9 +19,11 @@ import (
 // no disruption guards: the drain forecast says so, and the
 // DrainForecastMiss Warning (on the node and on the pod, naming it) is
 // there before AWS's deadline, which the drain then passes with the pod
-// still there. The pod the budget does not cover is not named.
+// still there. The pod the budget does not cover is not named. The
+// budget's pod is left until the deadline:
+// --delete-blocked-pods-before-deadline=false.
 func TestDrainForecastMiss(t *testing.T) {
-	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s"}})
+	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s", "--delete-blocked-pods-before-deadline=false"}})
 	id := h.CreateGroup("forecast-"+testenv.UniqueName("g"), 1)[0]
 	node := h.NodeName(id)
 	ns := kube.Namespace(t)

@@ -162,6 +162,9 @@ func TestDashboardAndAlertsOnARealRun(t *testing.T) {
 			"--launch-ready-timeout", "60s",
 			"--webhook-url", hook.URL,
 			"--ghost-node-after", "5s",
+			// The blocked node's pod stays until the deadline passes (the
+			// deadline alert's scenario): not deleted before it.
+			"--delete-blocked-pods-before-deadline=false",
 			"--log-level", "debug",
 		})
 	}

@@ -112,6 +112,9 @@ refuses the others). */}}
 {{- if .Values.forceDeleteAtDeadline }}
 {{- include "lifeboat.flag" (list "force-delete-at-deadline" true) }}
 {{- end }}
+{{- if eq .Values.deleteBlockedPodsBeforeDeadline false }}
+{{- include "lifeboat.flag" (list "delete-blocked-pods-before-deadline" false) }}
+{{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
 {{- include "lifeboat.flag" (list "log-level" .Values.logLevel) }}
