@@ -150,6 +150,8 @@ var options = []option{
 		bind: funcOpt(func(c *Config, v string) error { return parseKinds(c, v) })},
 	{name: "scheduled-change-lead", def: "10m", usage: "act this long before a scheduled change's start time",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.ScheduledChangeLead })},
+	{name: "maintenance-windows", def: "", usage: "weekly windows in which to drain for a scheduled change (a reboot, stop or retirement, days ahead) rather than --scheduled-change-lead before its start: 'DAYS HH:MM-HH:MM [ZONE]' separated by ';', e.g. 'Sat,Sun 02:00-06:00 UTC; Mon-Fri 22:00-02:00 Europe/Berlin'; lifeboat acts at the start of the last opening that begins before the change's start less the lead and has not ended (at once inside one), and at the start less the lead when none does",
+		bind: strOpt(func(c *Config) *string { return &c.MaintenanceWindowsSpec })},
 	{name: "force-delete-at-deadline", def: "false", usage: "when AWS's deadline is about to pass, delete the pods still running (they would be killed anyway); needs pods/delete",
 		bind: boolOpt(func(c *Config) *bool { return &c.ForceDeleteAtDeadline })},
 	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
