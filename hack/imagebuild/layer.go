@@ -29,9 +29,9 @@ var layerTime = time.Unix(0, 0)
 
 // baseLayer is what distroless/static:nonroot gives lifeboat: the users
 // (root, nobody, nonroot 65532), name resolution from files then DNS, CA
-// certificates, /tmp and nonroot's home. Not carried: tzdata (lifeboat
-// prints times in UTC and parses none with a zone name) and
-// distroless' /etc/os-release and Debian package records (the SBOM says
+// certificates, /tmp and nonroot's home. Not carried: tzdata (the
+// binaries embed Go's zone database, time/tzdata, for the maintenance
+// windows' zones) and distroless' /etc/os-release and Debian package records (the SBOM says
 // what the image holds).
 func baseLayer(caCerts []byte) (v1.Layer, error) {
 	return Layer([]File{

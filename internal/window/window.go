@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	// The zone database, embedded: the image carries no tzdata
+	// (hack/imagebuild), and windows are named by IANA zone.
+	_ "time/tzdata"
 )
 
 // Window is a weekly maintenance window: on each of its days, from Start
