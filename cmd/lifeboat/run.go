@@ -184,7 +184,8 @@ func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 }
 
 func (a *app) policy() plan.Policy {
-	return plan.Policy{DrainKinds: a.cfg.DrainKinds, ScheduledChangeLead: a.cfg.ScheduledChangeLead, CompleteLifecycle: a.cfg.CompleteLifecycle}
+	return plan.Policy{DrainKinds: a.cfg.DrainKinds, ScheduledChangeLead: a.cfg.ScheduledChangeLead, Windows: a.cfg.MaintenanceWindows,
+		CompleteLifecycle: a.cfg.CompleteLifecycle}
 }
 
 // startIMDS starts IMDS mode: one pod per node, which watches only its own

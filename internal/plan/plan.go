@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/window"
 )
 
 // TaintPrefix starts the key of every taint lifeboat sets: one per kind,
@@ -20,6 +21,9 @@ type Policy struct {
 	DrainKinds []event.Kind
 	// ScheduledChangeLead moves a scheduled change's start earlier.
 	ScheduledChangeLead time.Duration
+	// Windows, when any, move it earlier still, into the last maintenance
+	// window that opens before it (window.Due).
+	Windows []window.Window
 	// CompleteLifecycle heartbeats and completes terminate lifecycle actions.
 	CompleteLifecycle bool
 }
@@ -102,7 +106,7 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 		if e.Kind == event.LifecycleLaunch || e.Kind == event.ScheduledChange && canceled[changeKey(e)] {
 			continue
 		}
-		if start := startOf(e, p); start.After(now) {
+		if start := startOf(e, p, now); start.After(now) {
 			if pl.NotBefore.IsZero() || start.Before(pl.NotBefore) {
 				pl.NotBefore = start
 			}
@@ -175,10 +179,12 @@ func changeKey(e event.Event) string {
 }
 
 // startOf is when an event becomes due: a scheduled change at its start
-// minus the lead; everything else at once.
-func startOf(e event.Event, p Policy) time.Time {
+// minus the lead, or at the last maintenance window that opens before
+// that (window.Due); everything else at once.
+func startOf(e event.Event, p Policy, now time.Time) time.Time {
 	if e.Kind == event.ScheduledChange && !e.Deadline.IsZero() {
-		return e.Deadline.Add(-p.ScheduledChangeLead)
+		due, _ := window.Due(p.Windows, e.Deadline.Add(-p.ScheduledChangeLead), now)
+		return due
 	}
 	return time.Time{}
 }

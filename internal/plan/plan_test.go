@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/window"
 )
 
 func TestFor(t *testing.T) {
@@ -165,6 +166,43 @@ func TestDrainEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.p.DrainEnd(5 * time.Second); !got.Equal(tt.want) {
 				t.Errorf("DrainEnd = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// With maintenance windows a scheduled change days ahead waits for the
+// last window that opens before it (then drains, for the change's
+// start), and when that window has passed unused, for the lead as before.
+func TestForMaintenanceWindow(t *testing.T) {
+	ws, err := window.Parse("Sat,Sun 02:00-06:00 UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := Policy{DrainKinds: []event.Kind{event.ScheduledChange}, ScheduledChangeLead: 10 * time.Minute, Windows: ws}
+	saturday := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	change := event.Event{ID: "sc-1", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot",
+		Deadline: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)} // Tuesday
+	soon := event.Event{ID: "sc-2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: saturday.Add(30 * time.Minute)}
+	drain := Plan{Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
+		Deadline: change.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"sc-1"}}
+	for _, tc := range []struct {
+		name   string
+		events []event.Event
+		now    time.Time
+		want   Plan
+	}{
+		{"days ahead: waits for Sunday's window", []event.Event{change}, saturday,
+			Plan{NotBefore: time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC), Waiting: []string{"sc-1"}}},
+		{"inside the window: drains for the change", []event.Event{change}, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), drain},
+		{"the window passed unused (lifeboat was down): the lead, as without windows", []event.Event{change}, time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC),
+			Plan{NotBefore: change.Deadline.Add(-10 * time.Minute), Waiting: []string{"sc-1"}}},
+		{"no window before a change this close: the lead", []event.Event{soon}, saturday,
+			Plan{NotBefore: soon.Deadline.Add(-10 * time.Minute), Waiting: []string{"sc-2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, For(tc.events, policy, tc.now)); d != "" {
+				t.Errorf("plan (-want +got):\n%s", d)
 			}
 		})
 	}

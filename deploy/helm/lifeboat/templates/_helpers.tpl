@@ -109,6 +109,7 @@ refuses the others). */}}
   value: {{ $drainOn | quote }}
 {{- end }}
 {{- include "lifeboat.flag" (list "scheduled-change-lead" .Values.scheduledChangeLead) }}
+{{- include "lifeboat.flag" (list "maintenance-windows" .Values.maintenanceWindows) }}
 {{- if .Values.forceDeleteAtDeadline }}
 {{- include "lifeboat.flag" (list "force-delete-at-deadline" true) }}
 {{- end }}
