@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"lifeboat.dev/lifeboat/internal/notify"
 	"lifeboat.dev/lifeboat/internal/route"
@@ -59,13 +57,7 @@ func TestDeadlinePassedNamesThePodsCutOff(t *testing.T) {
 			t.Errorf("removing the finalizer: %v", err)
 		}
 	})
-	one := intstr.FromInt32(1)
-	if _, err := kube.CreatePDB(h.Ctx, testenv.PDBSpec{Namespace: ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.WaitPDB(h.Ctx, ns, "guard", func(b *policyv1.PodDisruptionBudget) bool {
-		return b.Status.ObservedGeneration >= 1 && b.Status.ExpectedPods == 1 && b.Status.DisruptionsAllowed == 0
-	}); err != nil {
+	if err := kube.GuardPod(h.Ctx, ns, "guarded"); err != nil {
 		t.Fatal(err)
 	}
 	// The notice was sent 100 s ago: 20 s are left before AWS acts.

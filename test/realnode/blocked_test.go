@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -33,13 +30,7 @@ func TestBlockedPodShutsDownBeforePowerOff(t *testing.T) {
 			pod := w.workload("guarded", id, 20*time.Second, 2*time.Second, 30*time.Second)
 			pod.Labels = map[string]string{"app": "guarded"}
 			startWorkloads(w.Ctx, t, pod)
-			one := intstr.FromInt32(1)
-			if _, err := suite.Kube.CreatePDB(w.Ctx, testenv.PDBSpec{Namespace: w.ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := suite.Kube.WaitPDB(w.Ctx, w.ns, "guard", func(b *policyv1.PodDisruptionBudget) bool {
-				return b.Status.ObservedGeneration >= 1 && b.Status.ExpectedPods == 1 && b.Status.DisruptionsAllowed == 0
-			}); err != nil {
+			if err := suite.Kube.GuardPod(w.Ctx, w.ns, "guarded"); err != nil {
 				t.Fatal(err)
 			}
 
