@@ -160,6 +160,7 @@ func (a *app) serve(ctx context.Context, g *errgroup.Group) error {
 func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 	return drain.New(a.kube.main, a.clock, a.log, drain.Options{
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
+		DeleteBlocked: a.cfg.DeleteBlockedPods, Recorder: a.recorder,
 		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
 			ExcludeFromLB: a.cfg.ExcludeFromLB},
@@ -174,7 +175,8 @@ func (a *app) skipOwn(p *corev1.Pod) bool {
 // deps are the controller's collaborators on the nodes of index.
 func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log,
-		Forecast: drain.ForecastSource{Client: a.kube.forecast, Skip: a.skipOwn, PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod}}
+		Forecast: drain.ForecastSource{Client: a.kube.forecast, Skip: a.skipOwn, PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod,
+			DeleteBlocked: a.cfg.DeleteBlockedPods}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
 	}
@@ -182,7 +184,8 @@ func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 }
 
 func (a *app) policy() plan.Policy {
-	return plan.Policy{DrainKinds: a.cfg.DrainKinds, ScheduledChangeLead: a.cfg.ScheduledChangeLead, CompleteLifecycle: a.cfg.CompleteLifecycle}
+	return plan.Policy{DrainKinds: a.cfg.DrainKinds, ScheduledChangeLead: a.cfg.ScheduledChangeLead, Windows: a.cfg.MaintenanceWindows,
+		CompleteLifecycle: a.cfg.CompleteLifecycle}
 }
 
 // startIMDS starts IMDS mode: one pod per node, which watches only its own

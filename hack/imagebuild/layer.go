@@ -29,10 +29,10 @@ var layerTime = time.Unix(0, 0)
 
 // baseLayer is what distroless/static:nonroot gives lifeboat: the users
 // (root, nobody, nonroot 65532), name resolution from files then DNS, CA
-// certificates, /tmp and nonroot's home. Not carried: tzdata (lifeboat
-// prints times in UTC and parses none with a zone name) and
-// distroless' /etc/os-release and Debian package records (the SBOM says
-// what the image holds).
+// certificates, /tmp and nonroot's home. Not carried: tzdata (the
+// binaries embed Go's zone database, time/tzdata, for the maintenance
+// windows' zones) and distroless' /etc/os-release and Debian package
+// records (the SBOM says what the image holds).
 func baseLayer(caCerts []byte) (v1.Layer, error) {
 	return Layer([]File{
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},

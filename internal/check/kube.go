@@ -64,8 +64,11 @@ func accesses(cfg config.Config) []access {
 		out = append(out, access{verb: v, resource: "pods", why: "find the pods of a node being drained"})
 	}
 	out = append(out, access{verb: "create", resource: "pods", subresource: "eviction", why: "drain through the Eviction API"})
-	if cfg.ForceDeleteAtDeadline {
+	switch {
+	case cfg.ForceDeleteAtDeadline:
 		out = append(out, access{verb: "delete", resource: "pods", why: "--force-delete-at-deadline"})
+	case cfg.DeleteBlockedPods:
+		out = append(out, access{verb: "delete", resource: "pods", why: "--delete-blocked-pods-before-deadline"})
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
@@ -158,7 +161,7 @@ func (r *run) kubernetes(ctx context.Context) {
 
 func extraAccess(cfg config.Config) string {
 	s := ""
-	if cfg.ForceDeleteAtDeadline {
+	if cfg.ForceDeleteAtDeadline || cfg.DeleteBlockedPods {
 		s += ", pods delete"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {

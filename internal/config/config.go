@@ -8,6 +8,7 @@ package config
 
 import (
 	"fmt"
+	"lifeboat.dev/lifeboat/internal/window"
 	"net/url"
 	"slices"
 	"strings"
@@ -73,11 +74,18 @@ type Config struct {
 	MaintenanceLead       time.Duration
 
 	// What to do.
-	DrainKinds            []event.Kind
-	ScheduledChangeLead   time.Duration
-	ForceDeleteAtDeadline bool
-	DeadlineMargin        time.Duration
-	EvictionBackoff       time.Duration
+	DrainKinds          []event.Kind
+	ScheduledChangeLead time.Duration
+	// MaintenanceWindowsSpec is --maintenance-windows as given;
+	// MaintenanceWindows, parsed by Validate.
+	MaintenanceWindowsSpec string
+	MaintenanceWindows     []window.Window
+	ForceDeleteAtDeadline  bool
+	// DeleteBlockedPods deletes pods still blocked in time for their
+	// shutdown before a deadline AWS enforces.
+	DeleteBlockedPods bool
+	DeadlineMargin    time.Duration
+	EvictionBackoff   time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

@@ -84,6 +84,8 @@ func TestLoadErrors(t *testing.T) {
 		{"ghost node deletion in imds mode", []string{"--mode", "imds", "--node-name", "n", "--delete-ghost-nodes"}, nil,
 			[]string{"--delete-ghost-nodes is not supported in imds mode (only in queue mode)"}},
 		{"imds needs node", []string{"--mode", "imds"}, nil, []string{"--node-name is required in imds mode"}},
+		{"a maintenance window that does not parse", []string{"--mode", "imds", "--node-name", "n", "--maintenance-windows", "Sat 02:00-06:00; Caturday 01:00-02:00"}, nil,
+			[]string{`--maintenance-windows: maintenance window "Caturday 01:00-02:00": day "Caturday"`}},
 		{"unknown mode", []string{"--mode", "lambda"}, nil, []string{`--mode "lambda"`}},
 		{"bad kind", []string{"--drain-on", "spot"}, nil, []string{`unknown or non-draining kind "spot"`}},
 		{"bad endpoint service", []string{"--aws-endpoint", "s3=http://x"}, nil, []string{`unknown service "s3"`}},

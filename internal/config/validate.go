@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"lifeboat.dev/lifeboat/internal/window"
 	"net/url"
 	"slices"
 	"time"
@@ -89,6 +90,11 @@ func (c *Config) validate(set map[string]bool) []error {
 	}
 	if c.ScheduledChangeLead < 0 || c.DeadlineMargin < 0 || c.EvictionBackoff < 100*time.Millisecond {
 		errs = append(errs, errors.New("--scheduled-change-lead and --deadline-margin must be ≥ 0 and --eviction-backoff ≥ 100ms"))
+	}
+	if ws, err := window.Parse(c.MaintenanceWindowsSpec); err != nil {
+		errs = append(errs, fmt.Errorf("--maintenance-windows: %w", err))
+	} else {
+		c.MaintenanceWindows = ws
 	}
 	if c.KubeQPS <= 0 || c.KubeBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-qps %v and --kube-burst %d must be positive", c.KubeQPS, c.KubeBurst))

@@ -44,7 +44,7 @@ const (
 type nodeDrainer interface {
 	Cordon(ctx context.Context, node string, taintKeys []string, reason string, annotations map[string]string) (bool, error)
 	Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error)
-	Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error)
+	Drain(ctx context.Context, node string, deadline drain.Deadline, progress func(drain.Progress)) (drain.Result, error)
 	SetAnnotations(ctx context.Context, node string, annotations map[string]string) error
 	// UpdateAnnotations and ExpireCordon decide on the object they write
 	// (a read-modify-write with a resourceVersion precondition).

@@ -33,6 +33,8 @@ type fakeDrainer struct {
 	pods    []string // the pods a drain reports evicted
 	// deadlines are the deadlines the drains were given, in order.
 	deadlines []time.Time
+	// enforced says, for each drain, whether AWS enforces its deadline.
+	enforced []bool
 }
 
 func (f *fakeDrainer) lastDeadline() time.Time {
@@ -55,10 +57,11 @@ func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool,
 	return true, nil
 }
 
-func (f *fakeDrainer) Drain(ctx context.Context, node string, deadline time.Time, _ func(drain.Progress)) (drain.Result, error) {
+func (f *fakeDrainer) Drain(ctx context.Context, node string, deadline drain.Deadline, _ func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()
 	f.drains[node]++
-	f.deadlines = append(f.deadlines, deadline)
+	f.deadlines = append(f.deadlines, deadline.At)
+	f.enforced = append(f.enforced, deadline.Enforced)
 	f.mu.Unlock()
 	select {
 	case <-f.release:

@@ -26,7 +26,7 @@ type heldDrainer struct {
 	started chan struct{} // gets a value when a drain starts
 }
 
-func (h *heldDrainer) Drain(ctx context.Context, _ string, _ time.Time, _ func(drain.Progress)) (drain.Result, error) {
+func (h *heldDrainer) Drain(ctx context.Context, _ string, _ drain.Deadline, _ func(drain.Progress)) (drain.Result, error) {
 	h.started <- struct{}{}
 	select {
 	case <-h.release:

@@ -76,7 +76,7 @@ func TestFailingWorkNotifiesOnce(t *testing.T) {
 // for good (an admission webhook's 403), as package drain reports it.
 type refusingDrainer struct{ fakeDrainer }
 
-func (r *refusingDrainer) Drain(context.Context, string, time.Time, func(drain.Progress)) (drain.Result, error) {
+func (r *refusingDrainer) Drain(context.Context, string, drain.Deadline, func(drain.Progress)) (drain.Result, error) {
 	return drain.Result{Remaining: 1, NotEvicted: []drain.PodProblem{{Namespace: "ns", Name: "guarded", Reason: "admission webhook denied the request"}}},
 		fmt.Errorf("draining node node-a: %w", drain.ErrNotEvicted)
 }

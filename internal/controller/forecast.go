@@ -22,6 +22,7 @@ import (
 type forecastSource interface {
 	ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error)
 	DrainGrace() (pod, node time.Duration)
+	DeletesBlocked() bool
 }
 
 // reasonForecastMiss is the Event reason of a drain forecast to miss the
@@ -135,7 +136,7 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 	now := c.Clock.Now()
 	podGrace, nodeGrace := c.Forecast.DrainGrace()
 	f := forecast.For(forecast.Input{Now: now, Deadline: p.Deadline, Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs,
-		PodGrace: podGrace, NodeGrace: nodeGrace, Started: started})
+		PodGrace: podGrace, NodeGrace: nodeGrace, Started: started, DeleteBlocked: p.Enforced && c.Forecast.DeletesBlocked()})
 	r.note(f.Class())
 	certain := f.CertainMisses()
 	if first {

@@ -70,6 +70,7 @@ type pdbSource struct {
 }
 
 func (s *pdbSource) DrainGrace() (pod, node time.Duration) { return s.podGrace, s.nodeGrace }
+func (s *pdbSource) DeletesBlocked() bool                  { return false }
 
 func (s *pdbSource) ForecastInputs(context.Context, string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
 	s.mu.Lock()
@@ -198,7 +199,7 @@ type endingDrainer struct {
 	err error
 }
 
-func (e *endingDrainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(drain.Progress)) (drain.Result, error) {
+func (e *endingDrainer) Drain(ctx context.Context, node string, deadline drain.Deadline, progress func(drain.Progress)) (drain.Result, error) {
 	if _, err := e.fakeDrainer.Drain(ctx, node, deadline, progress); err != nil {
 		return drain.Result{}, err
 	}

@@ -40,7 +40,7 @@ func (f *nodeRecorder) Uncordon(context.Context, string, string, []string) (bool
 	return true, nil
 }
 
-func (f *nodeRecorder) Drain(ctx context.Context, _ string, _ time.Time, _ func(drain.Progress)) (drain.Result, error) {
+func (f *nodeRecorder) Drain(ctx context.Context, _ string, _ drain.Deadline, _ func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()
 	f.drains++
 	f.inFlight++

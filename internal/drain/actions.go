@@ -116,16 +116,19 @@ func unmarkOutOfService(n *corev1.Node) bool {
 
 // Drain evicts every pod on node that lifeboat may evict, ordinary pods
 // first and system-critical pods last, and waits until they are gone. With a
-// non-zero deadline (AWS's, or Actions.NodeGrace from now when earlier),
-// grace periods are capped to the time left (never below 1 s). Every wait
+// non-zero deadline (AWS's, dl.At, or Actions.NodeGrace from now when earlier),
+// grace periods are capped to the time left (never below 1 s); when AWS
+// enforces it (dl.Enforced), pods still blocked are deleted in time for
+// their shutdown (Options.DeleteBlocked, PlanBlockedDelete). Every wait
 // is bounded: by the deadline, or by Options.StuckAfter. It never adds the
 // out-of-service taint: the instance may still be running when the drain
 // ends. progress may be nil. A drain that ends with pods still on the
 // node, at the deadline or canceled (ctx; its error is then ctx's), names
 // them in Result.CutOff with why; canceled, its Result is what it did
 // until then.
-func (d *Drainer) Drain(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
-	res, err := d.drainPods(ctx, node, d.acts.capDeadline(deadline, d.clock.Now()), progress)
+func (d *Drainer) Drain(ctx context.Context, node string, dl Deadline, progress func(Progress)) (Result, error) {
+	dl.aws, dl.At = dl.At, d.acts.capDeadline(dl.At, d.clock.Now())
+	res, err := d.drainPods(ctx, node, dl, progress)
 	sortCut(res.CutOff)
 	return res, err
 }

@@ -93,7 +93,7 @@ func TestNodeActions(t *testing.T) {
 			if _, err := d.Cordon(ctx, node, []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.Drain(ctx, node, time.Time{}, nil); err != nil {
+			if _, err := d.Drain(ctx, node, drain.Deadline{}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if tt.markOOS {

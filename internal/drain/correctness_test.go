@@ -67,6 +67,8 @@ type evictionCall struct {
 	pod   string
 	grace *int64
 	at    time.Time
+	// uid is a delete's UID precondition ("": none).
+	uid types.UID
 }
 
 // fakeCluster is a fake clientset whose pods/eviction and pods DELETE
@@ -105,7 +107,11 @@ func newFakeCluster(t *testing.T, pods ...*corev1.Pod) *fakeCluster {
 	c.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		d := a.(k8stesting.DeleteActionImpl)
 		c.mu.Lock()
-		c.deletes = append(c.deletes, evictionCall{pod: d.Name, grace: d.DeleteOptions.GracePeriodSeconds, at: c.clock.Now()})
+		call := evictionCall{pod: d.Name, grace: d.DeleteOptions.GracePeriodSeconds, at: c.clock.Now()}
+		if pre := d.DeleteOptions.Preconditions; pre != nil && pre.UID != nil {
+			call.uid = *pre.UID
+		}
+		c.deletes = append(c.deletes, call)
 		c.mu.Unlock()
 		return true, nil, c.startDeletion(d.Namespace, d.Name, d.DeleteOptions.Preconditions, d.DeleteOptions.GracePeriodSeconds)
 	})
@@ -227,6 +233,12 @@ const clockLimit = 6 * time.Hour
 // returns what the canceled drain returned.
 func (c *fakeCluster) drain(o drain.Options, deadline time.Time) (drain.Result, error) {
 	c.t.Helper()
+	return c.drainTo(o, drain.Deadline{At: deadline})
+}
+
+// drainTo is drain with a deadline that may be enforced.
+func (c *fakeCluster) drainTo(o drain.Options, dl drain.Deadline) (drain.Result, error) {
+	c.t.Helper()
 	if o.Backoff == 0 {
 		o.Backoff = 5 * time.Second
 	}
@@ -239,7 +251,7 @@ func (c *fakeCluster) drain(o drain.Options, deadline time.Time) (drain.Result, 
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := d.Drain(ctx, fakeNode, deadline, nil)
+		res, err := d.Drain(ctx, fakeNode, dl, nil)
 		done <- outcome{res, err}
 	}()
 	start := c.clock.Now()

@@ -73,7 +73,7 @@ func (d *Drainer) newWaiting(p corev1.Pod, outs map[types.UID]evictOutcome) *wai
 	wp := &waitingPod{pod: p, asked: true, grace: d.acts.requestedGrace(&p)}
 	if o, ok := outs[p.UID]; ok {
 		switch {
-		case o.kind == evictAccepted:
+		case o.kind == evictAccepted || o.kind == evictDeletedBlocked:
 			wp.grace = o.grace
 		case o.kind == evictCanceled && p.DeletionTimestamp != nil:
 			// Canceled with its eviction's answer still on the way: the

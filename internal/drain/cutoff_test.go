@@ -123,7 +123,7 @@ func TestDrainCanceledBeforeItsListSawNothing(t *testing.T) {
 	d := drain.New(clientset.New(c.client), c.clock, quiet, drain.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := d.Drain(ctx, fakeNode, c.clock.Now().Add(time.Minute), nil)
+	res, err := d.Drain(ctx, fakeNode, drain.Deadline{At: c.clock.Now().Add(time.Minute)}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Drain error = %v, want context.Canceled", err)
 	}
@@ -146,7 +146,7 @@ func TestDrainCanceledAsItsWatchBeginsNamesThePodsLeft(t *testing.T) {
 		return true, nil, context.Canceled
 	})
 	d := drain.New(clientset.New(c.client), c.clock, quiet, drain.Options{})
-	res, err := d.Drain(ctx, fakeNode, c.clock.Now().Add(time.Minute), nil)
+	res, err := d.Drain(ctx, fakeNode, drain.Deadline{At: c.clock.Now().Add(time.Minute)}, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Drain error = %v, want context.Canceled", err)
 	}
@@ -167,7 +167,7 @@ func (c *fakeCluster) drainCanceled(o drain.Options, deadline time.Time, cancelA
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := d.Drain(ctx, fakeNode, deadline, nil)
+		res, err := d.Drain(ctx, fakeNode, drain.Deadline{At: deadline}, nil)
 		done <- outcome{res, err}
 	}()
 	start := c.clock.Now()

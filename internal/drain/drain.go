@@ -34,6 +34,16 @@ type Options struct {
 	// ForceDeleteAtDeadline deletes pods still present when the deadline is
 	// reached (AWS would kill them anyway).
 	ForceDeleteAtDeadline bool
+	// DeleteBlocked deletes a pod whose eviction is still refused (a
+	// PodDisruptionBudget, an admission webhook) in time for its shutdown
+	// before an enforced deadline (Deadline.Enforced): at AWS's deadline
+	// less its grace period and Margin (PlanBlockedDelete), if the drain
+	// (Actions.NodeGrace) still runs then. A pod still present at the
+	// deadline is then ForceDeleteAtDeadline's.
+	DeleteBlocked bool
+	// Recorder records the Events a drain makes on pods and nodes
+	// (BlockedPodDeleted); nil: none.
+	Recorder kube.EventRecorder
 	// Skip reports pods lifeboat must never evict (its own pod).
 	Skip func(*corev1.Pod) bool
 	// Parallel bounds concurrent evictions on one node.
@@ -62,20 +72,23 @@ type Options struct {
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
 type Drainer struct {
-	client     Client // pods and evictions
-	nodes      Client // node reads and writes
-	clock      clock.WithTicker
-	log        *slog.Logger
-	backoff    time.Duration
-	margin     time.Duration
-	force      bool
-	skip       func(*corev1.Pod) bool
-	parallel   int
-	dryRun     bool
-	cache      func(string) (*corev1.Node, bool)
-	stuckAfter time.Duration
-	acts       Actions
-	written    lastWrites // node writes the cache may not show yet
+	client  Client // pods and evictions
+	nodes   Client // node reads and writes
+	clock   clock.WithTicker
+	log     *slog.Logger
+	backoff time.Duration
+	margin  time.Duration
+	force   bool
+	// deleteBlocked and recorder: Options.DeleteBlocked and Recorder.
+	deleteBlocked bool
+	recorder      kube.EventRecorder
+	skip          func(*corev1.Pod) bool
+	parallel      int
+	dryRun        bool
+	cache         func(string) (*corev1.Node, bool)
+	stuckAfter    time.Duration
+	acts          Actions
+	written       lastWrites // node writes the cache may not show yet
 }
 
 // New returns a Drainer.
@@ -97,7 +110,7 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	}
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
-		stuckAfter: o.StuckAfter, acts: o.Actions}
+		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder}
 	return d
 }
 
@@ -109,9 +122,9 @@ type Progress struct {
 	Blocked int
 }
 
-// drainPods is Drain without the node actions around it; deadline is
+// drainPods is Drain without the node actions around it; dl.At is
 // already capped.
-func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time, progress func(Progress)) (Result, error) {
+func (d *Drainer) drainPods(ctx context.Context, node string, dl Deadline, progress func(Progress)) (Result, error) {
 	var res Result
 	if err := ctx.Err(); err != nil {
 		return res, err // canceled before it began: nothing seen
@@ -145,7 +158,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 	forcedStuck := false
 	groups := priorityGroups(pods)
 	for gi, group := range groups {
-		r, w, err := d.drainGroup(ctx, node, group, listRV, deadline, report, outs, &res)
+		r, w, err := d.drainGroup(ctx, node, group, listRV, dl, report, outs, &res)
 		refused = append(refused, r...)
 		forcedStuck = forcedStuck || w.forcedStuck
 		if err != nil {
@@ -157,13 +170,15 @@ func (d *Drainer) drainPods(ctx context.Context, node string, deadline time.Time
 	}
 	refusedLeft := 0
 	if len(refused) > 0 {
-		if deadline.IsZero() {
+		if dl.At.IsZero() {
 			refusedLeft = len(refused)
 			res.Remaining += refusedLeft
 		} else {
 			// The deadline's rules hold for them too: wait until it, then
-			// force-delete (when enabled) or leave them (ErrDeadline).
-			w, err := d.waitGone(ctx, node, refused, outs, "", deadline, report)
+			// force-delete (when enabled) or leave them (ErrDeadline);
+			// before an enforced one, they are deleted in time for their
+			// shutdown (Options.DeleteBlocked).
+			w, err := d.waitGone(ctx, node, refused, outs, "", dl, report)
 			res.addWait(w)
 			forcedStuck = forcedStuck || w.forcedStuck
 			if err != nil {
@@ -226,7 +241,7 @@ func isCritical(p *corev1.Pod) bool {
 // from). It records how each eviction ended in outs, adds to res and
 // returns the pods whose eviction was refused for good (they are not
 // waited for here). Canceled, it reports the pods not known gone cut off.
-func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, deadline time.Time, report func(func(*Progress)), outs map[types.UID]evictOutcome, res *Result) ([]corev1.Pod, waitResult, error) {
+func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, dl Deadline, report func(func(*Progress)), outs map[types.UID]evictOutcome, res *Result) ([]corev1.Pod, waitResult, error) {
 	outcomes := make([]evictOutcome, len(pods))
 	errs := make([]error, len(pods))
 	sem := make(chan struct{}, d.parallel)
@@ -237,7 +252,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			outcomes[i], errs[i] = d.evict(ctx, &pods[i], deadline, report)
+			outcomes[i], errs[i] = d.evict(ctx, &pods[i], dl, report)
 		}(i)
 	}
 	wg.Wait()
@@ -251,6 +266,9 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		case evictAccepted, evictGone:
 			res.Evicted++
 			res.Pods = append(res.Pods, pods[i].Namespace+"/"+pods[i].Name)
+			wait = append(wait, pods[i])
+		case evictDeletedBlocked:
+			res.DeletedBlocked = append(res.DeletedBlocked, o.deleted)
 			wait = append(wait, pods[i])
 		case evictDeadline, evictCanceled:
 			wait = append(wait, pods[i]) // waitGone applies the deadline's rules
@@ -276,7 +294,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		}
 		return refused, waitResult{}, err
 	}
-	w, err := d.waitGone(ctx, node, wait, outs, listRV, deadline, report)
+	w, err := d.waitGone(ctx, node, wait, outs, listRV, dl, report)
 	res.addWait(w)
 	return refused, w, err
 }

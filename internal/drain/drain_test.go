@@ -135,7 +135,7 @@ func TestDrainEvictsAndWaits(t *testing.T) {
 	var mu sync.Mutex
 	var progress []drain.Progress
 	start := time.Now()
-	res, err := d.Drain(ctx, node, time.Time{}, func(p drain.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() })
+	res, err := d.Drain(ctx, node, drain.Deadline{}, func(p drain.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() })
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("Drain: %v", err)
@@ -192,7 +192,7 @@ func TestDrainPDBBacksOff(t *testing.T) {
 	var mu sync.Mutex
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.Drain(ctx, node, time.Time{}, func(pr drain.Progress) { mu.Lock(); blocked = pr.Blocked; mu.Unlock() })
+		_, err := d.Drain(ctx, node, drain.Deadline{}, func(pr drain.Progress) { mu.Lock(); blocked = pr.Blocked; mu.Unlock() })
 		done <- err
 	}()
 	// The PDB holds: several refusals, spaced by the backoff (no hot loop).
@@ -252,7 +252,7 @@ func TestDrainDeadline(t *testing.T) {
 			d := newDrainer(drain.Options{Margin: time.Second, ForceDeleteAtDeadline: tt.force, Backoff: 500 * time.Millisecond})
 			start := time.Now()
 			deadline := start.Add(5 * time.Second)
-			res, err := d.Drain(ctx, node, deadline, nil)
+			res, err := d.Drain(ctx, node, drain.Deadline{At: deadline}, nil)
 			took := time.Since(start)
 			if tt.wantErr != (err != nil) {
 				t.Fatalf("Drain err = %v, want error %v", err, tt.wantErr)

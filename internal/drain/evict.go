@@ -30,6 +30,9 @@ const (
 	// evictCanceled: the drain was canceled before the eviction was
 	// accepted.
 	evictCanceled
+	// evictDeletedBlocked: still refused when its BlockedDelete was due,
+	// the pod was deleted with that grace period: wait for it.
+	evictDeletedBlocked
 )
 
 type evictOutcome struct {
@@ -41,8 +44,10 @@ type evictOutcome struct {
 	reason string
 	// grace is the grace period, in seconds, the pod got when it was
 	// accepted: the eviction's, or the pod's own when the namespace
-	// controller deletes it.
+	// controller deletes it; for evictDeletedBlocked, the deletion's.
 	grace int64
+	// deleted says, for evictDeletedBlocked, what blocked the pod.
+	deleted PodProblem
 }
 
 // minGrace is the shortest grace period an eviction asks for. 0 would make
@@ -53,10 +58,14 @@ const minGrace = 1
 
 // evict evicts one pod, retrying refusals that can pass (PDB 429, 409
 // conflicts, server errors) with a real backoff until it is accepted, the
-// pod is gone, or the deadline is reached. Only a canceled ctx is an error.
-func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time, report func(func(*Progress))) (evictOutcome, error) {
+// pod is gone, or the deadline is reached; before an enforced deadline, a
+// pod still refused is deleted when its BlockedDelete is due
+// (Options.DeleteBlocked). Only a canceled ctx is an error.
+func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, report func(func(*Progress))) (evictOutcome, error) {
+	deadline := dl.At
 	name := pod.Namespace + "/" + pod.Name
-	last := "" // the last refusal or failure, for a report of the pod
+	last := ""    // the last refusal or failure, for a report of the pod
+	blocker := "" // what refused it last, for BlockedPodDeleted
 	for {
 		grace, capped := d.grace(pod, deadline)
 		err := d.postEviction(ctx, pod, grace)
@@ -73,7 +82,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			return evictOutcome{kind: evictGone}, nil
 		case apierrors.IsTooManyRequests(err):
 			report(func(p *Progress) { p.Blocked++ })
-			last = "refused (429): " + err.Error()
+			last, blocker = "refused (429): "+err.Error(), blockerOf(err)
 			d.log.Info("eviction refused, backing off", "node", pod.Spec.NodeName, "pod", name, "reason", err.Error(), "backoff", d.backoff)
 		case apierrors.IsConflict(err):
 			// Either the UID precondition failed (the pod is gone, maybe
@@ -83,7 +92,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			if d.podGone(ctx, pod) {
 				return evictOutcome{kind: evictGone}, nil
 			}
-			last = "conflicted (409): " + err.Error()
+			last, blocker = "conflicted (409): "+err.Error(), err.Error()
 			d.log.Info("eviction conflicted, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
 		case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 			// No eviction can be created in a namespace being deleted; the
@@ -94,10 +103,24 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, deadline time.Time
 			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
 			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil
 		default:
-			last = "failed: " + err.Error()
+			last, blocker = "failed: "+err.Error(), err.Error()
 			d.log.Info("eviction failed, retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error(), "backoff", d.backoff)
 		}
+		b, planned := d.blockedPlan(pod, dl)
+		if planned && b.Due {
+			pp, gone, err := d.deleteBlockedPod(ctx, pod, b, dl, blocker)
+			switch {
+			case gone:
+				return evictOutcome{kind: evictGone}, nil
+			case err == nil:
+				return evictOutcome{kind: evictDeletedBlocked, grace: b.Grace, reason: last, deleted: pp}, nil
+			}
+			last = "failed: " + err.Error() // the eviction is tried again
+		}
 		wait := d.backoff
+		if planned && !b.Due {
+			wait = min(wait, b.ActAt().Sub(d.clock.Now()))
+		}
 		if !deadline.IsZero() {
 			left := deadline.Sub(d.clock.Now()) - d.margin
 			if left <= 0 {

@@ -33,10 +33,15 @@ type ForecastSource struct {
 	// PodGrace and NodeGrace are the drain's (Actions.PodGrace and
 	// Actions.NodeGrace): the forecast works with the grace the drain gives.
 	PodGrace, NodeGrace time.Duration
+	// DeleteBlocked is the drain's Options.DeleteBlocked.
+	DeleteBlocked bool
 }
 
 // DrainGrace returns the drain's PodGrace and NodeGrace.
 func (s ForecastSource) DrainGrace() (pod, node time.Duration) { return s.PodGrace, s.NodeGrace }
+
+// DeletesBlocked returns the drain's Options.DeleteBlocked.
+func (s ForecastSource) DeletesBlocked() bool { return s.DeleteBlocked }
 
 // ForecastInputs lists the node's pods to evict and every budget (one
 // cluster-wide list: the pods may be in any namespace).

@@ -28,6 +28,12 @@ type Result struct {
 	// it and then force-deleted (ForceDeleteAtDeadline) or left
 	// (ErrDeadline); without one the drain ends with ErrNotEvicted.
 	NotEvicted []PodProblem
+	// DeletedBlocked lists the pods whose eviction was still refused when
+	// an enforced deadline neared, deleted in time for their shutdown
+	// (Options.DeleteBlocked), each with the grace period it got and what
+	// blocked it. They are waited for like the pods evicted, and are not
+	// counted in Evicted.
+	DeletedBlocked []PodProblem
 	// Stuck lists pods that were asked to leave but were still present past
 	// their bound (Options.StuckAfter); the drain ends with ErrStuck.
 	Stuck []PodProblem
@@ -133,4 +139,5 @@ func (r *Result) addWait(w waitResult) {
 	r.Stuck = append(r.Stuck, w.stuck...)
 	r.Finished = append(r.Finished, w.finished...)
 	r.CutOff = append(r.CutOff, w.cut...)
+	r.DeletedBlocked = append(r.DeletedBlocked, w.deletedBlocked...)
 }

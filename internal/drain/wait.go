@@ -40,6 +40,9 @@ type waitResult struct {
 	// cut lists the pods still there when the wait ended at the deadline
 	// or was canceled, and why.
 	cut []CutOffPod
+	// deletedBlocked lists the pods not asked to leave that were deleted
+	// in time for their shutdown (Options.DeleteBlocked).
+	deletedBlocked []PodProblem
 }
 
 // waitingPod is a pod waitGone waits for.
@@ -53,6 +56,9 @@ type waitingPod struct {
 	// otherwise why says why not.
 	asked bool
 	why   string
+	// deleteAt is when a pod not asked to leave is deleted before an
+	// enforced deadline (BlockedDelete.At; zero: never).
+	deleteAt time.Time
 }
 
 // waitGone watches the node's pods until none of pods (by UID) is left,
@@ -67,14 +73,17 @@ type waitingPod struct {
 // period it got, or why it was not accepted; a pod not in it counts as
 // asked to leave with the grace its eviction asks for (Actions.PodGrace,
 // else its own). A pod still there when the wait ends at the deadline or
-// is canceled is reported cut off, with why (cutOff).
+// is canceled is reported cut off, with why (cutOff). Before an enforced
+// deadline, a pod not asked to leave (its eviction refused for good) is
+// deleted when its BlockedDelete is due (Options.DeleteBlocked).
 //
 // The first watch starts at fromRV, the resourceVersion of the list the
 // pods came from, so every deletion since is seen without listing again
 // (one request less per node in a burst); when a watch ends (410 Gone for
 // an old version, a closed connection), it lists and watches anew after a
 // backoff (relistBackoff), so watches that end at once do not spin.
-func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, outs map[types.UID]evictOutcome, fromRV string, deadline time.Time, report func(func(*Progress))) (waitResult, error) {
+func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, outs map[types.UID]evictOutcome, fromRV string, dl Deadline, report func(func(*Progress))) (waitResult, error) {
+	deadline := dl.At
 	var res waitResult
 	start := d.clock.Now()
 	waiting := make(map[types.UID]*waitingPod, len(pods))
@@ -84,6 +93,9 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 			// The grace ran from the eviction, which came before start:
 			// this bound is never earlier than the kubelet's.
 			wp.until = start.Add(time.Duration(wp.grace)*time.Second + d.stuckAfter)
+		}
+		if b, ok := d.blockedPlan(&p, dl); ok && !wp.asked {
+			wp.deleteAt = b.ActAt()
 		}
 		waiting[p.UID] = wp
 	}
@@ -186,6 +198,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				// follows (the lifecycle completion) must not wait.
 				return res, nil
 			}
+			d.deleteDue(ctx, waiting, dl, now, &res, gone)
 			for uid, wp := range waiting {
 				if !wp.until.IsZero() && !now.Before(wp.until) {
 					delete(waiting, uid)
@@ -216,6 +229,28 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		stopTimer(timer)
 	}
 	return res, nil
+}
+
+// deleteDue deletes the waiting pods whose BlockedDelete is due at now;
+// each is then waited for as asked to leave with the grace it got. A
+// deletion that fails is tried again after the backoff.
+func (d *Drainer) deleteDue(ctx context.Context, waiting map[types.UID]*waitingPod, dl Deadline, now time.Time, res *waitResult, gone func(types.UID)) {
+	for uid, wp := range waiting {
+		if wp.deleteAt.IsZero() || now.Before(wp.deleteAt) {
+			continue
+		}
+		b, _ := d.blockedPlan(&wp.pod, dl)
+		pp, isGone, err := d.deleteBlockedPod(ctx, &wp.pod, b, dl, wp.why)
+		switch {
+		case isGone:
+			gone(uid)
+		case err != nil:
+			wp.deleteAt = now.Add(d.backoff)
+		default:
+			wp.asked, wp.grace, wp.deleteAt = true, b.Grace, time.Time{}
+			res.deletedBlocked = append(res.deletedBlocked, pp)
+		}
+	}
 }
 
 // forceDeleteAll force-deletes the waiting pods at the deadline (now):
@@ -262,15 +297,17 @@ func finishedReason(p *corev1.Pod) (string, bool) {
 }
 
 // nextWake is the next time waitGone must act without an event: the
-// deadline, or the earliest bound of a waiting pod. ok is false when there
+// deadline, or the earliest bound or blocked deletion of a waiting pod. ok is false when there
 // is none.
 func nextWake(waiting map[types.UID]*waitingPod, deadline time.Time, deadlineDone bool) (t time.Time, ok bool) {
 	if !deadlineDone {
 		t, ok = deadline, true
 	}
 	for _, wp := range waiting {
-		if !wp.until.IsZero() && (!ok || wp.until.Before(t)) {
-			t, ok = wp.until, true
+		for _, at := range []time.Time{wp.until, wp.deleteAt} {
+			if !at.IsZero() && (!ok || at.Before(t)) {
+				t, ok = at, true
+			}
 		}
 	}
 	return t, ok

@@ -72,7 +72,7 @@ func Compose(end Ending, r drain.Result) Report {
 		msg = drained(r)
 	case DeadlinePassed:
 		rep.Type, rep.Reason = corev1.EventTypeWarning, "DeadlinePassed"
-		tail := "; " + evicted(r, "before it")
+		tail := "; " + evicted(r, "before it") + deletedBlocked(r)
 		if len(r.Stuck) > 0 {
 			tail = "; not deleted: " + drain.ListProblems(r.Stuck) + tail
 		}
@@ -122,6 +122,7 @@ func drained(r drain.Result) string {
 	if r.ForceDeleted > 0 {
 		msg += fmt.Sprintf(", %d deleted at the deadline (AWS would have killed them)", r.ForceDeleted)
 	}
+	msg += deletedBlocked(r)
 	if len(r.Finished) > 0 {
 		msg += fmt.Sprintf(", %d finished but not deleted, not waited for (%s)", len(r.Finished), drain.ListProblems(r.Finished))
 	}
@@ -129,6 +130,20 @@ func drained(r drain.Result) string {
 		msg = fit(msg+"; cut off at the deadline: ", r.CutOff, "")
 	}
 	return msg
+}
+
+// deletedBlocked names the pods deleted before the deadline while still
+// blocked, if any: ", N blocked pods deleted in time for their shutdown
+// (...)".
+func deletedBlocked(r drain.Result) string {
+	if len(r.DeletedBlocked) == 0 {
+		return ""
+	}
+	names := make([]string, len(r.DeletedBlocked))
+	for i, p := range r.DeletedBlocked {
+		names[i] = p.Namespace + "/" + p.Name
+	}
+	return fmt.Sprintf(", %d blocked pods deleted in time for their shutdown (%s)", len(r.DeletedBlocked), notify.ListPods(names))
 }
 
 // evicted says how many pods were evicted and left the node (when),

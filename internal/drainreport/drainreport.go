@@ -58,10 +58,13 @@ const (
 	LabelRefused      = "refused"
 	LabelStuck        = "stuck"
 	LabelCutOff       = "cut-off"
+	// LabelDeletedBlocked: pods whose eviction was still refused, deleted
+	// in time for their shutdown before an enforced deadline.
+	LabelDeletedBlocked = "deleted-blocked"
 )
 
 // Labels are the result labels Work counts, in a fixed order.
-var Labels = []string{LabelEvicted, LabelGraceCapped, LabelForceDeleted, LabelRefused, LabelStuck, LabelCutOff}
+var Labels = []string{LabelEvicted, LabelGraceCapped, LabelForceDeleted, LabelRefused, LabelStuck, LabelCutOff, LabelDeletedBlocked}
 
 // Work is the account of one piece of work's drains. The zero value is
 // an empty account. It is not safe for concurrent use.
@@ -77,13 +80,13 @@ func (w *Work) Result() drain.Result { return w.res }
 
 // Add merges the result of a drain that ended so and returns what to add
 // to lifeboat_evictions_total, by result label: the evictions this drain
-// made (grace-capped, force-deleted, refused, stuck: each eviction
-// counts), each pod that left the node after its eviction (evicted: once
+// made (grace-capped, force-deleted, refused, stuck, deleted-blocked:
+// each counts), each pod that left the node after its eviction (evicted: once
 // over the work) and, unless the drain was cut short, each pod cut off
 // (once over the work). A pod cut off is not counted evicted.
 func (w *Work) Add(r drain.Result, end Ending) map[string]int {
 	counts := map[string]int{LabelGraceCapped: r.GraceCapped, LabelForceDeleted: r.ForceDeleted,
-		LabelRefused: len(r.NotEvicted), LabelStuck: len(r.Stuck)}
+		LabelRefused: len(r.NotEvicted), LabelStuck: len(r.Stuck), LabelDeletedBlocked: len(r.DeletedBlocked)}
 	m := &w.res
 	known := 0
 	for _, p := range r.Pods {
@@ -107,13 +110,20 @@ func (w *Work) Add(r drain.Result, end Ending) map[string]int {
 		m.Remaining, m.NotEvicted, m.Stuck, m.CutOff = r.Remaining, r.NotEvicted, r.Stuck, r.CutOff
 		m.Listed = true
 	}
-	for _, f := range r.Finished {
-		if !slices.ContainsFunc(m.Finished, func(g drain.PodProblem) bool { return g.Namespace == f.Namespace && g.Name == f.Name }) {
-			m.Finished = append(m.Finished, f)
-		}
-	}
+	m.Finished = addNew(m.Finished, r.Finished)
+	m.DeletedBlocked = addNew(m.DeletedBlocked, r.DeletedBlocked)
 	w.count(counts, end != CutShort)
 	return counts
+}
+
+// addNew adds to ps the pods of more it does not name yet.
+func addNew(ps, more []drain.PodProblem) []drain.PodProblem {
+	for _, f := range more {
+		if !slices.ContainsFunc(ps, func(g drain.PodProblem) bool { return g.Namespace == f.Namespace && g.Name == f.Name }) {
+			ps = append(ps, f)
+		}
+	}
+	return ps
 }
 
 // End ends the work without another drain (the Node is gone): the pods

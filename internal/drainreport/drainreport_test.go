@@ -263,3 +263,30 @@ func TestReasonsListed(t *testing.T) {
 		}
 	}
 }
+
+// Issue 25 item 2: pods deleted before an enforced deadline while still
+// blocked are named in Drained and DeadlinePassed, counted
+// deleted-blocked per drain that deleted them, and listed once over the
+// work (a drain cut short and the next both report the same pod).
+func TestDeletedBlocked(t *testing.T) {
+	blocked := drain.PodProblem{Namespace: "shop", Name: "cart-1", Reason: "grace 30 s; blocked by: The disruption budget cart needs 1 healthy pods and has 1 currently"}
+	r := drain.Result{Evicted: 1, Pods: []string{"shop/api-2"}, DeletedBlocked: []drain.PodProblem{blocked}}
+	if msg := Compose(Finished, r).Message; !strings.Contains(msg, "1 blocked pods deleted in time for their shutdown (shop/cart-1)") {
+		t.Errorf("Drained %q does not name the blocked pod deleted", msg)
+	}
+	cut := r
+	cut.CutOff = []drain.CutOffPod{midShutdown}
+	if msg := Compose(DeadlinePassed, cut).Message; !strings.Contains(msg, "1 blocked pods deleted in time for their shutdown (shop/cart-1)") {
+		t.Errorf("DeadlinePassed %q does not name the blocked pod deleted", msg)
+	}
+	var w Work
+	if got := w.Add(r, CutShort)[LabelDeletedBlocked]; got != 1 {
+		t.Errorf("first drain: deleted-blocked %d, want 1", got)
+	}
+	if got := w.Add(drain.Result{DeletedBlocked: []drain.PodProblem{blocked}}, Finished)[LabelDeletedBlocked]; got != 1 {
+		t.Errorf("second drain: deleted-blocked %d, want 1 (its own deletion)", got)
+	}
+	if n := len(w.Result().DeletedBlocked); n != 1 {
+		t.Errorf("merged DeletedBlocked %v, want the pod once", w.Result().DeletedBlocked)
+	}
+}

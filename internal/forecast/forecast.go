@@ -75,6 +75,12 @@ type Input struct {
 	NodeGrace time.Duration
 	// Started is when the drain started (zero: Now).
 	Started time.Time
+	// DeleteBlocked: the deadline is one AWS enforces and the drain
+	// deletes a pod a budget still blocks at the deadline less its grace
+	// period less Margin (drain.Options.DeleteBlocked,
+	// drain.PlanBlockedDelete): such a pod leaves by then, its shutdown
+	// whole when its grace fits, instead of never.
+	DeleteBlocked bool
 }
 
 // Miss is a pod that will not be gone before the deadline.
@@ -236,7 +242,15 @@ func For(in Input) Forecast {
 				miss(p, OrderedTooLate, fmt.Sprintf("drained in group %d, after a pod a PodDisruptionBudget blocks until the deadline", gi+1), certain)
 				continue
 			}
-			if idx := blocking(p, in.PDBs, allowed); len(idx) > 0 {
+			at := start // when the pod is asked to leave, from now
+			idx := blocking(p, in.PDBs, allowed)
+			if len(idx) > 0 && in.DeleteBlocked && hasDeadline {
+				// Deleted when its BlockedDelete is due, counted from
+				// AWS's deadline (at once, its grace cut, when that has
+				// passed), if the drain still runs then.
+				at = max(start, in.Deadline.Sub(in.Now)-in.Margin-grace)
+			}
+			if len(idx) > 0 && (!in.DeleteBlocked || !hasDeadline || at >= usable) {
 				groupBlocked = true
 				f.Bounded = false
 				certain := closedFor(p, in.PDBs, idx)
@@ -246,20 +260,20 @@ func For(in Input) Forecast {
 			}
 			consume(p, in.PDBs, allowed)
 			soonestEnd = max(soonestEnd, soonestGone(p, grace, soonest, usable, hasDeadline))
-			if !hasDeadline || start+grace <= usable {
-				end = max(end, start+grace)
+			if !hasDeadline || at+grace <= usable {
+				end = max(end, at+grace)
 				continue
 			}
 			// The drainer cuts the grace period to the time left (never
 			// below a second): the pod is gone then, its shutdown cut.
-			end = max(end, max(usable, start+time.Second))
+			end = max(end, max(usable, at+time.Second))
 			hook := "no preStop hook"
 			if HasPreStop(p) {
 				hook = "its preStop hook is cut short"
 			}
 			if grace <= usable {
 				miss(p, OrderedTooLate, fmt.Sprintf("asked to leave %s from now (group %d, system-critical pods last) with a grace period of %s%s; %s left before %s: %s",
-					start.Round(time.Second), gi+1, grace, graceNote, usable.Round(time.Second), before, hook), cut)
+					at.Round(time.Second), gi+1, grace, graceNote, usable.Round(time.Second), before, hook), cut)
 			} else {
 				miss(p, GraceExceedsTimeLeft, fmt.Sprintf("grace period %s%s, %s left before %s: %s", grace, graceNote, usable.Round(time.Second), before, hook), cut)
 			}

@@ -62,6 +62,10 @@ func TestFor(t *testing.T) {
 		want        []missed
 		wantEmpty   time.Duration
 		wantBounded bool
+		// deleteBlocked: blocked pods are deleted before the (enforced)
+		// deadline (issue 25 item 2).
+		deleteBlocked bool
+		nodeGrace     time.Duration
 	}{
 		{name: "nothing to drain", deadline: spot, wantBounded: true},
 		{name: "default grace fits the Spot notice", deadline: spot, pods: []corev1.Pod{pod("web"), pod("api", grace(60))},
@@ -73,6 +77,16 @@ func TestFor(t *testing.T) {
 		{name: "PDB allowing nothing blocks its pod and the critical group after it", deadline: spot,
 			pods: []corev1.Pod{pod("db"), pod("web"), pod("dns", critical())}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
 			want: []missed{{"db", PDBBlocks}, {"dns", OrderedTooLate}}},
+		{name: "blocked pods deleted before the deadline: the PDB's pod leaves by it, its grace whole; the critical group after it is late",
+			deadline: spot, margin: 5 * time.Second, deleteBlocked: true,
+			pods: []corev1.Pod{pod("db"), pod("web"), pod("dns", critical())}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			want: []missed{{"dns", OrderedTooLate}}, wantEmpty: 116 * time.Second, wantBounded: true},
+		{name: "blocked pods deleted, the grace longer than the time left: cut", deadline: spot, deleteBlocked: true,
+			pods: []corev1.Pod{pod("db", grace(600), preStop())}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			want: []missed{{"db", GraceExceedsTimeLeft}}, wantEmpty: 2 * time.Minute, wantBounded: true},
+		{name: "blocked pods deleted only while the drain runs: --node-grace-period ends it first", deadline: spot, margin: 5 * time.Second, deleteBlocked: true,
+			nodeGrace: 30 * time.Second, pods: []corev1.Pod{pod("db")}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 0)},
+			want: []missed{{"db", PDBBlocks}}},
 		{name: "PDB allowing one lets the first pod go and blocks the second", deadline: spot,
 			pods: []corev1.Pod{pod("db-0", app("db")), pod("db-1", app("db"))}, pdbs: []policyv1.PodDisruptionBudget{pdb("db", "db", 1)},
 			want: []missed{{"db-1", PDBBlocks}}},
@@ -100,7 +114,7 @@ func TestFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := For(Input{Now: now, Deadline: tt.deadline, Margin: tt.margin, Pods: tt.pods, PDBs: tt.pdbs})
+			f := For(Input{Now: now, Deadline: tt.deadline, Margin: tt.margin, Pods: tt.pods, PDBs: tt.pdbs, DeleteBlocked: tt.deleteBlocked, NodeGrace: tt.nodeGrace})
 			var got []missed
 			for _, m := range f.Misses {
 				if m.Namespace == "" || m.Detail == "" {

@@ -51,7 +51,7 @@ func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool,
 	return false, nil
 }
 
-func (f *fakeDrainer) Drain(ctx context.Context, node string, _ time.Time, _ func(drain.Progress)) (drain.Result, error) {
+func (f *fakeDrainer) Drain(ctx context.Context, node string, _ drain.Deadline, _ func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()
 	f.drains[node]++
 	f.mu.Unlock()

@@ -23,6 +23,7 @@ var Reasons = []Reason{
 	{"Drained", corev1.EventTypeNormal},
 	{"DeadlinePassed", corev1.EventTypeWarning},
 	{"EvictionRefused", corev1.EventTypeWarning},
+	{"BlockedPodDeleted", corev1.EventTypeWarning},
 	{"PodStuck", corev1.EventTypeWarning},
 	{"DrainIncomplete", corev1.EventTypeWarning},
 	{"DrainInterrupted", corev1.EventTypeNormal},

@@ -42,7 +42,7 @@ func (m *Metrics) startAtZero() {
 	}
 	m.ToCordoned.WithLabelValues(string(event.SpotInterruption))
 	m.ToDrained.WithLabelValues(string(event.SpotInterruption))
-	for _, result := range []string{"evicted", "blocked", "grace-capped", "force-deleted", "refused", "stuck", "cut-off"} {
+	for _, result := range []string{"evicted", "blocked", "grace-capped", "force-deleted", "refused", "stuck", "cut-off", "deleted-blocked"} {
 		m.Evictions.WithLabelValues(result)
 	}
 	for call, results := range map[string][]string{

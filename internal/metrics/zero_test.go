@@ -42,6 +42,7 @@ func TestSeriesStartAtZero(t *testing.T) {
 		{"lifeboat_evictions_total", map[string]string{"result": "evicted"}},
 		{"lifeboat_evictions_total", map[string]string{"result": "blocked"}},
 		{"lifeboat_evictions_total", map[string]string{"result": "cut-off"}},
+		{"lifeboat_evictions_total", map[string]string{"result": "deleted-blocked"}},
 		{"lifeboat_drain_forecast_outcomes_total", map[string]string{"forecast": "certain-miss", "outcome": "made"}},
 		{"lifeboat_drain_forecast_outcomes_total", map[string]string{"forecast": "possible-miss", "outcome": "made"}},
 		{"lifeboat_ghost_nodes", nil},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/window"
 )
 
 // TaintPrefix starts the key of every taint lifeboat sets: one per kind,
@@ -20,6 +21,9 @@ type Policy struct {
 	DrainKinds []event.Kind
 	// ScheduledChangeLead moves a scheduled change's start earlier.
 	ScheduledChangeLead time.Duration
+	// Windows, when any, move it earlier still, into the last maintenance
+	// window that opens before it (window.Due).
+	Windows []window.Window
 	// CompleteLifecycle heartbeats and completes terminate lifecycle actions.
 	CompleteLifecycle bool
 }
@@ -37,6 +41,11 @@ type Plan struct {
 	// Deadline is when AWS acts on the instance, the earliest of the due
 	// events (zero: no known deadline).
 	Deadline time.Time
+	// Enforced: AWS takes the instance at Deadline whatever lifeboat does:
+	// a due event of an enforced kind (Enforces) has that deadline. A
+	// scheduled change's start alone is not enforced: the change begins
+	// not before it.
+	Enforced bool
 	// Lifecycle are the terminate actions to heartbeat while draining and to
 	// complete when the drain is done.
 	Lifecycle []event.LifecycleAction
@@ -97,7 +106,7 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 		if e.Kind == event.LifecycleLaunch || e.Kind == event.ScheduledChange && canceled[changeKey(e)] {
 			continue
 		}
-		if start := startOf(e, p); start.After(now) {
+		if start := startOf(e, p, now); start.After(now) {
 			if pl.NotBefore.IsZero() || start.Before(pl.NotBefore) {
 				pl.NotBefore = start
 			}
@@ -130,6 +139,13 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 			}
 		}
 	}
+	for _, id := range pl.EventIDs {
+		for _, e := range events {
+			if e.ID == id && Enforces(e.Kind) && !e.Deadline.IsZero() && e.Deadline.Equal(pl.Deadline) {
+				pl.Enforced = true
+			}
+		}
+	}
 	slices.Sort(pl.TaintKeys)
 	switch {
 	case actions > 0:
@@ -143,6 +159,19 @@ func For(events []event.Event, p Policy, now time.Time) Plan {
 	return pl
 }
 
+// Enforces reports whether AWS takes the instance at the deadline of an
+// event of kind k whatever lifeboat does: a Spot interruption, a state
+// change to a terminal state, a terminate lifecycle action (its end), a
+// capacity reservation's interruption. A scheduled change starts not
+// before its deadline, and a rebalance recommendation has none.
+func Enforces(k event.Kind) bool {
+	switch k {
+	case event.SpotInterruption, event.StateChange, event.LifecycleTerminate, event.CapacityReservationInterruption:
+		return true
+	}
+	return false
+}
+
 // changeKey identifies a scheduled change and its cancellation: the
 // maintenance code and start.
 func changeKey(e event.Event) string {
@@ -150,10 +179,12 @@ func changeKey(e event.Event) string {
 }
 
 // startOf is when an event becomes due: a scheduled change at its start
-// minus the lead; everything else at once.
-func startOf(e event.Event, p Policy) time.Time {
+// minus the lead, or at the last maintenance window that opens before
+// that (window.Due); everything else at once.
+func startOf(e event.Event, p Policy, now time.Time) time.Time {
 	if e.Kind == event.ScheduledChange && !e.Deadline.IsZero() {
-		return e.Deadline.Add(-p.ScheduledChangeLead)
+		due, _ := window.Due(p.Windows, e.Deadline.Add(-p.ScheduledChangeLead), now)
+		return due
 	}
 	return time.Time{}
 }

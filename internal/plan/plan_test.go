@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/window"
 )
 
 func TestFor(t *testing.T) {
@@ -38,6 +39,12 @@ func TestFor(t *testing.T) {
 	reboot := event.Event{ID: "sc-r", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(5 * time.Minute)}
 	rebootCanceled := event.Event{ID: "cx-r", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: reboot.Deadline}
 	oldRebootCompleted := event.Event{ID: "cx-old", Kind: event.ScheduledChangeCanceled, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(-30 * 24 * time.Hour)}
+	// Deadlines AWS enforces (issue 25 item 2), and a scheduled change
+	// due before the Spot notice's end.
+	stopping := event.Event{ID: "st-1", Kind: event.StateChange, InstanceID: "i-1234abcd", Action: "stopping", Deadline: now}
+	hookEnd := event.Event{ID: "lt-d", Kind: event.LifecycleTerminate, InstanceID: "i-1234abcd", Lifecycle: &action, Deadline: now.Add(time.Hour)}
+	reservation := event.Event{ID: "cr-1", Kind: event.CapacityReservationInterruption, InstanceID: "i-1234abcd", Deadline: now.Add(2 * time.Minute)}
+	sooner := event.Event{ID: "sc-3", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: now.Add(time.Minute)}
 	laterReboot := event.Event{ID: "sc-r2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot", Deadline: now.Add(3 * time.Hour)}
 
 	tests := []struct {
@@ -49,7 +56,7 @@ func TestFor(t *testing.T) {
 		{"nothing", nil, policy, Plan{}},
 		{"spot drains with its deadline", []event.Event{spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"spot-1"},
 		}},
 		{"rebalance cordons only by default", []event.Event{rebalance}, policy, Plan{
 			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/rebalance-recommendation"},
@@ -62,7 +69,7 @@ func TestFor(t *testing.T) {
 		{"rebalance then spot: one plan, spot decides", []event.Event{rebalance, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true,
 			TaintKeys: []string{"lifeboat.io/rebalance-recommendation", "lifeboat.io/spot-interruption"},
-			Deadline:  spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"reb-1", "spot-1"},
+			Deadline:  spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"reb-1", "spot-1"},
 		}},
 		{"terminate action heartbeated once however often delivered", []event.Event{terminate, terminateDup}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"},
@@ -93,7 +100,7 @@ func TestFor(t *testing.T) {
 		{"cancel alone undoes", []event.Event{cancel}, policy, Plan{Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-1"}}},
 		{"cancel does not undo a spot notice", []event.Event{cancel, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"cx-1", "spot-1"},
 		}},
 		{"canceled while due (drain in flight): undone", []event.Event{reboot, rebootCanceled}, policy, Plan{
 			Act: true, Undo: true, Reason: event.ScheduledChangeCanceled, EventIDs: []string{"cx-r"},
@@ -111,7 +118,23 @@ func TestFor(t *testing.T) {
 		}},
 		{"earliest deadline wins", []event.Event{soon, spot}, policy, Plan{
 			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
-			Deadline: spot.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"sc-1", "spot-1"},
+			Deadline: spot.Deadline, Enforced: true, Reason: event.SpotInterruption, EventIDs: []string{"sc-1", "spot-1"},
+		}},
+		{"a state change's deadline is enforced", []event.Event{stopping}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/state-change"},
+			Deadline: now, Enforced: true, Reason: event.StateChange, EventIDs: []string{"st-1"},
+		}},
+		{"a terminate hook's end is enforced", []event.Event{hookEnd}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/lifecycle-terminate"}, Lifecycle: []event.LifecycleAction{action},
+			Deadline: hookEnd.Deadline, Enforced: true, Reason: event.LifecycleTerminate, EventIDs: []string{"lt-d"},
+		}},
+		{"a capacity reservation's interruption is enforced", []event.Event{reservation}, policy, Plan{
+			Act: true, Cordon: true, TaintKeys: []string{"lifeboat.io/capacity-reservation-interruption"},
+			Deadline: reservation.Deadline, Enforced: true, Reason: event.CapacityReservationInterruption, EventIDs: []string{"cr-1"},
+		}},
+		{"a scheduled change's start is not, even before a Spot notice's end", []event.Event{sooner, spot}, policy, Plan{
+			Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change", "lifeboat.io/spot-interruption"},
+			Deadline: sooner.Deadline, Reason: event.SpotInterruption, EventIDs: []string{"sc-3", "spot-1"},
 		}},
 	}
 	for _, tt := range tests {
@@ -143,6 +166,43 @@ func TestDrainEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.p.DrainEnd(5 * time.Second); !got.Equal(tt.want) {
 				t.Errorf("DrainEnd = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// With maintenance windows a scheduled change days ahead waits for the
+// last window that opens before it (then drains, for the change's
+// start), and when that window has passed unused, for the lead as before.
+func TestForMaintenanceWindow(t *testing.T) {
+	ws, err := window.Parse("Sat,Sun 02:00-06:00 UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := Policy{DrainKinds: []event.Kind{event.ScheduledChange}, ScheduledChangeLead: 10 * time.Minute, Windows: ws}
+	saturday := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	change := event.Event{ID: "sc-1", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Action: "system-reboot",
+		Deadline: time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)} // Tuesday
+	soon := event.Event{ID: "sc-2", Kind: event.ScheduledChange, InstanceID: "i-1234abcd", Deadline: saturday.Add(30 * time.Minute)}
+	drain := Plan{Act: true, Cordon: true, Drain: true, TaintKeys: []string{"lifeboat.io/scheduled-change"},
+		Deadline: change.Deadline, Reason: event.ScheduledChange, EventIDs: []string{"sc-1"}}
+	for _, tc := range []struct {
+		name   string
+		events []event.Event
+		now    time.Time
+		want   Plan
+	}{
+		{"days ahead: waits for Sunday's window", []event.Event{change}, saturday,
+			Plan{NotBefore: time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC), Waiting: []string{"sc-1"}}},
+		{"inside the window: drains for the change", []event.Event{change}, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), drain},
+		{"the window passed unused (lifeboat was down): the lead, as without windows", []event.Event{change}, time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC),
+			Plan{NotBefore: change.Deadline.Add(-10 * time.Minute), Waiting: []string{"sc-1"}}},
+		{"no window before a change this close: the lead", []event.Event{soon}, saturday,
+			Plan{NotBefore: soon.Deadline.Add(-10 * time.Minute), Waiting: []string{"sc-2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, For(tc.events, policy, tc.now)); d != "" {
+				t.Errorf("plan (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -166,7 +166,7 @@ func BenchmarkForecastPrecision(b *testing.B) {
 					return
 				}
 				forecasts[si] = forecast.For(forecast.Input{Now: time.Now(), Deadline: deadline, Margin: fcMargin, Pods: pods, PDBs: pdbs})
-				drained[si], errs[si] = d.Drain(ctx, nodes[si], deadline, nil)
+				drained[si], errs[si] = d.Drain(ctx, nodes[si], drain.Deadline{At: deadline}, nil)
 			}()
 			if p := parked[si]; p != "" && sc.budget.readyAfter > 0 {
 				wg.Add(1)

@@ -278,7 +278,7 @@ func TestChartModes(t *testing.T) {
 			},
 		},
 		{
-			name:   "force delete at deadline grants pods delete, and only then",
+			name:   "force delete at deadline grants pods delete, and only it or deleting blocked pods does",
 			values: map[string]any{"queueURL": exampleQueue, "forceDeleteAtDeadline": true},
 			check: func(t *testing.T, r *rendered) {
 				cr := into[rbacv1.ClusterRole](t, r.one(t, "ClusterRole"))
@@ -289,8 +289,15 @@ func TestChartModes(t *testing.T) {
 					t.Errorf("LIFEBOAT_FORCE_DELETE_AT_DEADLINE = %q, want true", v)
 				}
 				def := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue})
-				if grants(into[rbacv1.ClusterRole](t, def.one(t, "ClusterRole")).Rules, "", "pods", "delete") {
-					t.Error("pods delete granted without forceDeleteAtDeadline")
+				if !grants(into[rbacv1.ClusterRole](t, def.one(t, "ClusterRole")).Rules, "", "pods", "delete") {
+					t.Error("pods delete not granted by default (deleteBlockedPodsBeforeDeadline is on)")
+				}
+				off := mustRender(t, "lb", "lifeboat", map[string]any{"queueURL": exampleQueue, "deleteBlockedPodsBeforeDeadline": false})
+				if grants(into[rbacv1.ClusterRole](t, off.one(t, "ClusterRole")).Rules, "", "pods", "delete") {
+					t.Error("pods delete granted without forceDeleteAtDeadline or deleteBlockedPodsBeforeDeadline")
+				}
+				if v := settings(into[appsv1.Deployment](t, off.one(t, "Deployment")).Spec.Template.Spec.Containers[0])["DELETE_BLOCKED_PODS_BEFORE_DEADLINE"]; v != "false" {
+					t.Errorf("LIFEBOAT_DELETE_BLOCKED_PODS_BEFORE_DEADLINE = %q, want false", v)
 				}
 			},
 		},

@@ -90,6 +90,7 @@ var matrixSamples = map[string]func(e matrixEnv) string{
 	"imds-poll-interval":              func(matrixEnv) string { return "250ms" },
 	"drain-on":                        func(matrixEnv) string { return "spot-interruption,rebalance-recommendation" },
 	"scheduled-change-lead":           func(matrixEnv) string { return "5m" },
+	"maintenance-windows":             func(matrixEnv) string { return "Sat,Sun 02:00-06:00 UTC; Mon-Fri 22:00-02:00 Europe/Berlin" },
 	"deadline-margin":                 func(matrixEnv) string { return "2s" },
 	"eviction-backoff":                func(matrixEnv) string { return "1s" },
 	"rebalance-cordon-expiry":         func(matrixEnv) string { return "1h" },

@@ -30,11 +30,16 @@ import (
 
 // rbacValues are the chart values of the least-privilege test: every
 // optional permission on (force delete), times short enough for a test.
+// The PDB-guarded pod stays until the deadline
+// (deleteBlockedPodsBeforeDeadline false), so that the drain forecast
+// warns on it (Events in its namespace) and it is force-deleted then
+// (pods delete, which the deletion before the deadline also needs).
 var rbacValues = map[string]any{
-	"forceDeleteAtDeadline": true,
-	"deadlineMargin":        "1s",
-	"evictionBackoff":       "500ms",
-	"leaderElection":        map[string]any{"enabled": true, "leaseDuration": "5s"},
+	"forceDeleteAtDeadline":           true,
+	"deleteBlockedPodsBeforeDeadline": false,
+	"deadlineMargin":                  "1s",
+	"evictionBackoff":                 "500ms",
+	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s"},
 }
 
 // grant is one verb on one resource in one of the chart's roles: the unit
@@ -444,7 +449,7 @@ func checkConflicted(t *testing.T, kp *proxy) {
 // only their own node, so the scenarios need no barrier.
 func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
 	barrier()
-	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deadlineMargin": "1s",
+	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deleteBlockedPodsBeforeDeadline": false, "deadlineMargin": "1s",
 		"evictionBackoff": "500ms", "imdsPollInterval": "250ms"})
 	if err != nil {
 		return setupErr(t, err)

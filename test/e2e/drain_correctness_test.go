@@ -224,9 +224,11 @@ func TestDrainEvictionConflictRetried(t *testing.T) {
 // Item 5: an eviction an admission webhook refuses (403) does not stop
 // the drain: the node's other pods and its system-critical pods (a later
 // priority group) are evicted before the deadline, and at the deadline the
-// refused pod is force-deleted (--force-delete-at-deadline).
+// refused pod is force-deleted (--force-delete-at-deadline; with
+// --delete-blocked-pods-before-deadline=false, which would delete it
+// before, in time for its shutdown: TestBlockedPodGetsItsShutdown).
 func TestDrainRefusedEvictionKeepsDraining(t *testing.T) {
-	h := newHarness(t, harnessOptions{flags: []string{"--force-delete-at-deadline", "--deadline-margin", "2s"}})
+	h := newHarness(t, harnessOptions{flags: []string{"--force-delete-at-deadline", "--deadline-margin", "2s", "--delete-blocked-pods-before-deadline=false"}})
 	group := "refused-" + testenv.UniqueName("g")
 	id := h.CreateGroup(group, 1)[0]
 	node := h.NodeName(id)

@@ -30,7 +30,13 @@ func TestNTHLifecycleTiming(t *testing.T) {
 			// Time is scaled: the 2 s heartbeat timeout stands for AWS's
 			// 30 s minimum, so the 5 s --deadline-margin (kept before the
 			// action's timeout, issue 23 item 2) scales to 300 ms.
-			h := newHarness(t, harnessOptions{env: tc.env, flags: []string{"--deadline-margin", "300ms"}})
+			flags := []string{"--deadline-margin", "300ms"}
+			if tc.guarded {
+				// The budget keeps the drain open: its pod is not deleted
+				// before the action's end.
+				flags = append(flags, "--delete-blocked-pods-before-deadline=false")
+			}
+			h := newHarness(t, harnessOptions{env: tc.env, flags: flags})
 			group := "nthlc-" + testenv.UniqueName("g")
 			id := h.CreateGroup(group, 1)[0]
 			node := h.NodeName(id)

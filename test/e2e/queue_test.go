@@ -196,9 +196,11 @@ func TestWarmPoolLaunchF1(t *testing.T) {
 }
 
 // Spot interruption through a real EventBridge rule: cordon and taint at
-// once, grace capped to the notice, PDB respected until the deadline.
+// once, grace capped to the notice, PDB respected until the deadline with
+// --delete-blocked-pods-before-deadline=false (on, the default, the
+// blocked pod is deleted in time for its shutdown: TestBlockedPodGetsItsShutdown).
 func TestSpotInterruption(t *testing.T) {
-	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s"}})
+	h := newHarness(t, harnessOptions{flags: []string{"--deadline-margin", "2s", "--delete-blocked-pods-before-deadline=false"}})
 	group := "spot-" + testenv.UniqueName("g")
 	id := h.CreateGroup(group, 1)[0]
 	node := h.NodeName(id)

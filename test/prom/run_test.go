@@ -21,9 +21,7 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -162,6 +160,9 @@ func TestDashboardAndAlertsOnARealRun(t *testing.T) {
 			"--launch-ready-timeout", "60s",
 			"--webhook-url", hook.URL,
 			"--ghost-node-after", "5s",
+			// The blocked node's pod stays until the deadline passes (the
+			// deadline alert's scenario): not deleted before it.
+			"--delete-blocked-pods-before-deadline=false",
 			"--log-level", "debug",
 		})
 	}
@@ -201,13 +202,7 @@ func TestDashboardAndAlertsOnARealRun(t *testing.T) {
 	if _, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Node: blockedNode, Grace: 5 * time.Second, ShutdownAfter: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	one := intstr.FromInt32(1)
-	if _, err := kube.CreatePDB(ctx, testenv.PDBSpec{Namespace: ns, Name: "guard", Selector: map[string]string{"app": "guarded"}, MinAvailable: &one}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.WaitPDB(ctx, ns, "guard", func(p *policyv1.PodDisruptionBudget) bool {
-		return p.Status.ExpectedPods == 1 && p.Status.CurrentHealthy == 1 && p.Status.DisruptionsAllowed == 0
-	}); err != nil {
+	if err := kube.GuardPod(ctx, ns, "guarded"); err != nil {
 		t.Fatal(err)
 	}
 

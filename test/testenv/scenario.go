@@ -484,6 +484,21 @@ type PDBSpec struct {
 	UnhealthyPodEvictionPolicy *policyv1.UnhealthyPodEvictionPolicyType
 }
 
+// GuardPod creates a PodDisruptionBudget named "guard" in namespace, with
+// minAvailable 1 over the pods labelled app=app, and waits until it covers
+// exactly one healthy pod and allows no disruption: from then on every
+// eviction of that pod is refused (429).
+func (e *Env) GuardPod(ctx context.Context, namespace, app string) error {
+	one := intstr.FromInt32(1)
+	if _, err := e.CreatePDB(ctx, PDBSpec{Namespace: namespace, Name: "guard", Selector: map[string]string{"app": app}, MinAvailable: &one}); err != nil {
+		return err
+	}
+	_, err := e.WaitPDB(ctx, namespace, "guard", func(b *policyv1.PodDisruptionBudget) bool {
+		return b.Status.ExpectedPods == 1 && b.Status.CurrentHealthy == 1 && b.Status.DisruptionsAllowed == 0
+	})
+	return err
+}
+
 // CreatePDB creates a PodDisruptionBudget and waits until the disruption
 // controller has processed it (status.observedGeneration caught up): before
 // that every eviction it covers answers 429. Create the pods it selects

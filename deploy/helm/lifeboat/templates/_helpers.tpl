@@ -109,8 +109,12 @@ refuses the others). */}}
   value: {{ $drainOn | quote }}
 {{- end }}
 {{- include "lifeboat.flag" (list "scheduled-change-lead" .Values.scheduledChangeLead) }}
+{{- include "lifeboat.flag" (list "maintenance-windows" .Values.maintenanceWindows) }}
 {{- if .Values.forceDeleteAtDeadline }}
 {{- include "lifeboat.flag" (list "force-delete-at-deadline" true) }}
+{{- end }}
+{{- if eq .Values.deleteBlockedPodsBeforeDeadline false }}
+{{- include "lifeboat.flag" (list "delete-blocked-pods-before-deadline" false) }}
 {{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
