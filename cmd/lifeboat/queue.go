@@ -89,7 +89,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
 		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay, RebalanceCordonExpiry: cfg.RebalanceCordonExpiry,
-		CordonAnnotations: rebootmark.Hook(index.ByName, a.clock),
+		CordonAnnotations: rebootmark.Hook(index.ByName, a.clock), UndoAnnotations: []string{rebootmark.Annotation},
 	}
 	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
 		vols := volumes.New(cs, 0)

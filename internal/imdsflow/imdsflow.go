@@ -94,6 +94,7 @@ func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) e
 		Policy:                 o.Policy,
 		DeadlineMargin:         o.DeadlineMargin,
 		CordonAnnotations:      rebootmark.Hook(deps.Nodes.ByName, deps.Clock),
+		UndoAnnotations:        []string{rebootmark.Annotation},
 		RebalanceCordonExpiry:  o.RebalanceCordonExpiry,
 		LifecycleTimeoutResult: o.LifecycleTimeoutResult,
 	})
