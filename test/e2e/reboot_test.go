@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"lifeboat.dev/lifeboat/internal/rebootmark"
 	"lifeboat.dev/lifeboat/internal/route"
@@ -26,14 +27,18 @@ func TestScheduledRebootUncordonedAfterTheReboot(t *testing.T) {
 	node := h.NodeName(id)
 	setStatus := func(bootID string, ready corev1.ConditionStatus) {
 		t.Helper()
-		n := h.Node(node)
-		n.Status.NodeInfo.BootID = bootID
-		for i, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				n.Status.Conditions[i].Status = ready
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // kwok writes the status too
+			n := h.Node(node)
+			n.Status.NodeInfo.BootID = bootID
+			for i, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					n.Status.Conditions[i].Status = ready
+				}
 			}
-		}
-		if _, err := kube.Client.CoreV1().Nodes().UpdateStatus(h.Ctx, n, metav1.UpdateOptions{}); err != nil {
+			_, err := kube.Client.CoreV1().Nodes().UpdateStatus(h.Ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
 			t.Fatalf("setting the node's status: %v", err)
 		}
 	}
