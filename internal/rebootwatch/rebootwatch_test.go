@@ -124,6 +124,12 @@ func newWorld(t *testing.T, dryRun bool, ns ...*corev1.Node) *world {
 	rec := record.NewFakeRecorder(100)
 	w := New(Deps{Nodes: index, Writer: d, Recorder: rec, Metrics: metrics.New(), Clock: clk, Log: log}, Options{DryRun: dryRun})
 	go func() { _ = w.Run(ctx) }()
+	if err := index.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The fake clientset loses a change made between the informer's list
+	// and its watch: let the watch start before the test changes a node.
+	time.Sleep(100 * time.Millisecond)
 	return &world{t: t, client: client, rec: rec}
 }
 
@@ -229,4 +235,21 @@ func TestWatcherDryRunWritesNothingAndReportsOnce(t *testing.T) {
 	if got := x.events(); len(got) != 1 || !strings.Contains(got[0], "dry run: would have: rebooted for maintenance") {
 		t.Errorf("events = %v, want one dry-run Uncordoned", got)
 	}
+}
+
+// Work due on the rebooted node keeps the cordon; the update that records
+// the work done brings the node back, and then it is uncordoned.
+func TestWatcherWaitsForTheWorkDue(t *testing.T) {
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, Source: event.SourceSQS, Deadline: clocktest.Epoch.Add(time.Minute)}
+	x := newWorld(t, false, node("n", "boot-2", true, recorded(spot)))
+	time.Sleep(200 * time.Millisecond)
+	if n := x.get("n"); !n.Spec.Unschedulable || lifeboatTaints(n) != 1 {
+		t.Fatal("uncordoned while lifeboat's work on the node is due")
+	}
+	n := x.get("n")
+	delete(n.Annotations, drain.AnnotationEvents) // the controller finished
+	if _, err := x.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x.eventually("uncordoned once the work is done", func() bool { n := x.get("n"); return !n.Spec.Unschedulable && lifeboatTaints(n) == 0 })
 }
