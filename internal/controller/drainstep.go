@@ -132,7 +132,7 @@ func (w *nodeWork) instanceIDFor() string { return w.instanceID }
 
 // undo reverts what lifeboat did for canceled scheduled changes.
 func (c *Controller) undo(ctx context.Context, w *nodeWork) error {
-	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, []string{drain.AnnotationEvents})
+	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, append([]string{drain.AnnotationEvents}, c.o.UndoAnnotations...))
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("uncordon", "error").Inc()
 		return err

@@ -90,6 +90,33 @@ func (d *Drainer) ExpireCordon(ctx context.Context, node, taintPrefix, key strin
 	return other, changed, err
 }
 
+// UncordonIf undoes Cordon as Uncordon does (without removing
+// annotations) and sets the annotations decide returns, in one write, if
+// decide says so of the node as it is written (a read-modify-write with a
+// resourceVersion precondition): a cordon that lands in between is never
+// undone. The node is read from the API server, never from the cache or
+// lifeboat's last write, so that a "no" is not decided on a stale copy (a
+// kubelet's new status is newer than lifeboat's last write). It reports
+// whether decide allowed it and whether anything changed.
+func (d *Drainer) UncordonIf(ctx context.Context, node, taintPrefix string, decide func(n *corev1.Node) (set map[string]string, ok bool)) (allowed, changed bool, err error) {
+	changed, err = d.modifyFrom(ctx, node, "uncordoning", false, func(n *corev1.Node) bool {
+		set, ok := decide(n)
+		allowed = ok
+		if !ok {
+			return false
+		}
+		changed := uncordon(n, taintPrefix, nil)
+		for k, v := range set {
+			if n.Annotations[k] != v {
+				setAnnotation(n, k, v)
+				changed = true
+			}
+		}
+		return changed
+	})
+	return allowed, changed, err
+}
+
 // UpdateAnnotations sets the annotations update returns for the node's
 // current ones (value "": removed), deciding on the object written (see
 // modify): a list kept in an annotation loses no entry to a stale read.
