@@ -27,12 +27,15 @@ const ReasonUncordoned = "Uncordoned"
 // notice tells the workload, before the drain's first eviction, what is
 // coming: the pods about to be evicted get podnotice's annotations
 // (Options.AnnotatePods) and the node ConditionTerminating. Neither is a
-// condition of the drain: a failure is logged once, and each write is
-// bounded by podnotice.Bound. Never in a dry run.
+// condition of the drain: a failure is logged once, and the step holds
+// the first eviction up for podnotice.Bound at most: when it wrote any
+// annotation, until podnotice.Lead after it began, so that the kubelet
+// can show it to the pods before their SIGTERM. Never in a dry run.
 func (d *Drainer) notice(ctx context.Context, node string, pods []corev1.Pod, dl Deadline) {
 	if d.dryRun {
 		return
 	}
+	start := d.clock.Now()
 	n := podnotice.Notice{Deadline: dl.Announced, Reason: dl.Reason}
 	done := make(chan struct{})
 	go func() {
@@ -44,11 +47,27 @@ func (d *Drainer) notice(ctx context.Context, node string, pods []corev1.Pod, dl
 		if r.Failed > 0 {
 			d.log.Warn("annotating pods with the deadline failed; they are evicted all the same", "node", node,
 				"failed", r.Failed, "written", r.Written, "error", r.Err.Error())
-		} else if r.Written > 0 {
+		}
+		if r.Written > 0 {
 			d.log.Debug("pods annotated with the deadline", "node", node, "written", r.Written, "unchanged", r.Unchanged)
+			d.waitUntil(ctx, start.Add(podnotice.Lead))
 		}
 	}
 	<-done
+}
+
+// waitUntil waits on the clock until t, or until ctx ends.
+func (d *Drainer) waitUntil(ctx context.Context, t time.Time) {
+	left := t.Sub(d.clock.Now())
+	if left <= 0 {
+		return
+	}
+	timer := d.clock.NewTimer(left)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C():
+	}
 }
 
 // setTerminating sets ConditionTerminating True on the node, unless it

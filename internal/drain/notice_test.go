@@ -37,12 +37,19 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 		wantDeadline, wantReason string
 		wantCondition            bool
 		wantEvictions            int
+		// wantLead: the first eviction waits podnotice.Lead (annotations
+		// were written); else it comes at once.
+		wantLead bool
+		// told: the pods carry the notice already (a restarted drain).
+		told bool
 	}{
 		{name: "deadline and reason before the first eviction", annotate: true,
-			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2},
+			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2, wantLead: true},
 		{name: "no deadline known: reason only", annotate: true, noDL: true,
-			wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2},
-		{name: "pods patch forbidden: evicted all the same", annotate: true, refuse: forbidden,
+			wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2, wantLead: true},
+		{name: "already told (a restarted drain): no write, no wait", annotate: true, told: true,
+			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2},
+		{name: "pods patch forbidden: evicted all the same, at once", annotate: true, refuse: forbidden,
 			wantCondition: true, wantEvictions: 2},
 		{name: "option off: no annotation, the condition still", wantCondition: true, wantEvictions: 2},
 		{name: "dry run: nothing written", annotate: true, dryRun: true},
@@ -50,6 +57,11 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := fakePod("a", 30), fakePod("b", 30)
+			if tt.told {
+				for _, p := range []*corev1.Pod{a, b} {
+					p.Annotations = map[string]string{podnotice.AnnotationDeadline: "2030-01-01T00:02:00Z", podnotice.AnnotationReason: "spot-interruption"}
+				}
+			}
 			c := newFakeCluster(t, a, b)
 			if err := c.client.Tracker().Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fakeNode},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}); err != nil {
@@ -82,19 +94,24 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 			if evictions != tt.wantEvictions {
 				t.Errorf("%d evictions, want %d", evictions, tt.wantEvictions)
 			}
+			want := start
+			if tt.wantLead {
+				want = start.Add(podnotice.Lead)
+			}
 			for _, p := range []string{"a", "b"} {
-				if e := c.evictionsOf(p); len(e) > 0 && !e[0].at.Equal(start) {
-					t.Errorf("pod %s evicted %v after the drain began, want at once", p, e[0].at.Sub(start))
+				if e := c.evictionsOf(p); len(e) > 0 && !e[0].at.Equal(want) {
+					t.Errorf("pod %s evicted %v after the drain began, want %v", p, e[0].at.Sub(start), want.Sub(start))
 				}
 				if tt.wantEvictions > 0 && seen[p] != [2]string{tt.wantDeadline, tt.wantReason} {
 					t.Errorf("pod %s carried %q at its eviction, want [%q %q]", p, seen[p], tt.wantDeadline, tt.wantReason)
 				}
 			}
-			if tt.dryRun {
-				for _, act := range c.client.Actions() {
-					if act.GetVerb() == "patch" {
-						t.Errorf("dry run wrote %s %s", act.GetResource().Resource, act.GetSubresource())
-					}
+			for _, act := range c.client.Actions() {
+				if act.GetVerb() == "patch" && act.GetResource().Resource == "pods" && (tt.dryRun || tt.told || !tt.annotate) {
+					t.Errorf("pod %s patched; want no pod write", act.(k8stesting.PatchAction).GetName())
+				}
+				if act.GetVerb() == "patch" && tt.dryRun {
+					t.Errorf("dry run wrote %s %s", act.GetResource().Resource, act.GetSubresource())
 				}
 			}
 			n, err := c.client.CoreV1().Nodes().Get(context.Background(), fakeNode, metav1.GetOptions{})

@@ -37,6 +37,13 @@ const (
 // eviction: pods not written by then are left as they are.
 const Bound = 2 * time.Second
 
+// Lead is how long after the annotations were sent a drain that wrote
+// any evicts first (within Bound: the writes count against it). The
+// kubelet rewrites a downward-API file on its own schedule after it sees
+// the change (its volume reconciler runs every 100 ms); an eviction right
+// behind the patch has the pod's SIGTERM race the file.
+const Lead = Bound
+
 // Notice is what the pods are told.
 type Notice struct {
 	// Deadline is AWS's deadline (zero: none known; no deadline annotation).
