@@ -70,6 +70,10 @@ func accesses(cfg config.Config) []access {
 	case cfg.DeleteBlockedPods:
 		out = append(out, access{verb: "delete", resource: "pods", why: "--delete-blocked-pods-before-deadline"})
 	}
+	if cfg.AnnotatePods {
+		out = append(out, access{verb: "patch", resource: "pods", why: "--annotate-pods-with-deadline"})
+	}
+	out = append(out, access{verb: "patch", resource: "nodes", subresource: "status", why: "the node condition lifeboat.io/Terminating"})
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
 	}
@@ -154,7 +158,7 @@ func (r *run) kubernetes(ctx context.Context) {
 	case len(errs) > 0:
 		r.add("kubernetes permissions", Warn, "could not review: "+strings.Join(errs, "; "), "allow selfsubjectaccessreviews create (system:basic-user has it)")
 	default:
-		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
+		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch, nodes/status patch, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
 			who, allowedN, extraAccess(r.cfg)), "")
 	}
 }
@@ -163,6 +167,9 @@ func extraAccess(cfg config.Config) string {
 	s := ""
 	if cfg.ForceDeleteAtDeadline || cfg.DeleteBlockedPods {
 		s += ", pods delete"
+	}
+	if cfg.AnnotatePods {
+		s += ", pods patch"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		s += ", nodes delete"

@@ -50,7 +50,8 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	}
 	go func() {
 		c.cordons.wait(dctx, c.Clock) // other nodes' cordons first
-		res, err := c.Drainer.Drain(dctx, w.name, drain.Deadline{At: p.DrainEnd(c.o.DeadlineMargin), Enforced: p.Enforced}, progress)
+		res, err := c.Drainer.Drain(dctx, w.name, drain.Deadline{At: p.DrainEnd(c.o.DeadlineMargin), Enforced: p.Enforced,
+			Announced: p.Deadline, Reason: string(p.Reason)}, progress)
 		done <- outcome{res, err}
 	}()
 	var o outcome

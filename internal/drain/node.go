@@ -67,7 +67,11 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 // given annotations, and makes the node schedulable again only if
 // lifeboat cordoned it. It reports whether anything changed.
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
-	return d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool { return uncordon(n, taintPrefix, annotations) })
+	changed, err := d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool { return uncordon(n, taintPrefix, annotations) })
+	if err == nil {
+		d.clearTerminating(ctx, node)
+	}
+	return changed, err
 }
 
 // ExpireCordon undoes a cordon lifeboat set for the taint key alone (a
@@ -87,6 +91,9 @@ func (d *Drainer) ExpireCordon(ctx context.Context, node, taintPrefix, key strin
 		}
 		return uncordon(n, taintPrefix, annotations)
 	})
+	if err == nil && other == "" {
+		d.clearTerminating(ctx, node)
+	}
 	return other, changed, err
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -167,8 +168,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
 		"nodes watch in ClusterRole",
+		"nodes/status patch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
+		"pods patch in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
 		"policy/poddisruptionbudgets list in ClusterRole",
@@ -189,8 +192,10 @@ func TestRBACLeastPrivilegeIMDS(t *testing.T) {
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
 		"nodes watch in ClusterRole",
+		"nodes/status patch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
+		"pods patch in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
 		"policy/poddisruptionbudgets list in ClusterRole",
@@ -327,6 +332,12 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	// A Spot interruption whose deadline is 8 s away, and a scale-in.
 	if err := w.putSpot(spotID, time.Now().Add(-112*time.Second)); err != nil {
 		return setupErr(t, err)
+	}
+	// Before its eviction, node2's guarded pod is told the deadline (pods
+	// patch) and node2 carries the condition (nodes/status patch); the
+	// budget keeps the pod until the deadline.
+	if err := until(7*time.Second, "node2's guarded pod told the deadline, node2's condition", toldTheDeadline(ctx, node2, w.ns, pod2.Name)); err != nil {
+		return err
 	}
 	if err := w.scaleTo(group, 0); err != nil {
 		return setupErr(t, err)
@@ -520,6 +531,9 @@ func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier fu
 	if err := mock.Restart(ctx, opts); err != nil {
 		return setupErr(t, err)
 	}
+	if err := until(8*time.Second, "the guarded pod told the deadline, the node's condition", toldTheDeadline(ctx, node, w.ns, guarded.Name)); err != nil {
+		return err
+	}
 	if err := until(20*time.Second, "the PDB-guarded pod force-deleted at the deadline", func() (bool, error) { return gone(guarded.Name) }); err != nil {
 		return err
 	}
@@ -544,6 +558,27 @@ func setupErr(t *testing.T, err error) error {
 	t.Helper()
 	t.Fatalf("setting up the scenario: %v", err)
 	return err
+}
+
+// toldTheDeadline reports whether the pod carries lifeboat.io/deadline
+// and the node the condition lifeboat.io/Terminating, status True.
+func toldTheDeadline(ctx context.Context, node, ns, pod string) func() (bool, error) {
+	return func() (bool, error) {
+		p, err := kube.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || p.Annotations["lifeboat.io/deadline"] == "" {
+			return false, err
+		}
+		n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == "lifeboat.io/Terminating" && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 }
 
 // forecastWarned reports whether the drain forecast's DrainForecastMiss
