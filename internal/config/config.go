@@ -86,9 +86,12 @@ type Config struct {
 	DeleteBlockedPods bool
 	// AnnotatePods hands AWS's deadline to the pods about to be evicted
 	// (lifeboat.io/deadline, lifeboat.io/reason).
-	AnnotatePods    bool
-	DeadlineMargin  time.Duration
-	EvictionBackoff time.Duration
+	AnnotatePods bool
+	// TerminatingCondition sets the Node condition lifeboat.io/Terminating
+	// while lifeboat drains the node.
+	TerminatingCondition bool
+	DeadlineMargin       time.Duration
+	EvictionBackoff      time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

@@ -158,6 +158,8 @@ var options = []option{
 		bind: boolOpt(func(c *Config) *bool { return &c.DeleteBlockedPods })},
 	{name: "annotate-pods-with-deadline", def: "true", usage: "before a drain's first eviction, give each pod it is about to evict the annotations lifeboat.io/deadline (AWS's deadline, RFC 3339 UTC; left out when none is known) and lifeboat.io/reason (what the node is drained for), which a downward-API volume shows to the running process; a failed write is logged and never delays the eviction; needs pods/patch",
 		bind: boolOpt(func(c *Config) *bool { return &c.AnnotatePods })},
+	{name: "terminating-condition", def: "false", usage: "when a drain begins, set the Node condition lifeboat.io/Terminating (status True, the reason and AWS's deadline; False when lifeboat uncordons the node) for other controllers to watch; one more request per drained node; needs nodes/status patch",
+		bind: boolOpt(func(c *Config) *bool { return &c.TerminatingCondition })},
 	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",

@@ -45,6 +45,9 @@ type Options struct {
 	// annotations lifeboat.io/deadline and lifeboat.io/reason
 	// (Deadline.Announced, Deadline.Reason) before its first eviction.
 	AnnotatePods bool
+	// TerminatingCondition sets ConditionTerminating True on the node
+	// when a drain begins (one request per node; off by default).
+	TerminatingCondition bool
 	// Recorder records the Events a drain makes on pods and nodes
 	// (BlockedPodDeleted); nil: none.
 	Recorder kube.EventRecorder
@@ -86,6 +89,7 @@ type Drainer struct {
 	// deleteBlocked and recorder: Options.DeleteBlocked and Recorder.
 	deleteBlocked bool
 	annotatePods  bool
+	condition     bool
 	recorder      kube.EventRecorder
 	skip          func(*corev1.Pod) bool
 	parallel      int
@@ -116,7 +120,7 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
-		annotatePods: o.AnnotatePods}
+		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition}
 	return d
 }
 

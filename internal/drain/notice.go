@@ -25,8 +25,9 @@ const ConditionTerminating corev1.NodeConditionType = "lifeboat.io/Terminating"
 const ReasonUncordoned = "Uncordoned"
 
 // notice tells the workload, before the drain's first eviction, what is
-// coming: the pods about to be evicted get podnotice's annotations
-// (Options.AnnotatePods) and the node ConditionTerminating. Neither is a
+// coming: the pods about to be evicted that can read them
+// (podnotice.Readers) get podnotice's annotations (Options.AnnotatePods)
+// and the node ConditionTerminating (Options.TerminatingCondition). Neither is a
 // condition of the drain: a failure is logged once, and the step holds
 // the first eviction up for podnotice.Bound at most: when it wrote any
 // annotation, until podnotice.Lead after it began, so that the kubelet
@@ -40,10 +41,12 @@ func (d *Drainer) notice(ctx context.Context, node string, pods []corev1.Pod, dl
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.setTerminating(ctx, node, n)
+		if d.condition {
+			d.setTerminating(ctx, node, n)
+		}
 	}()
-	if d.annotatePods && len(pods) > 0 {
-		r := podnotice.Annotate(ctx, d.client, pods, n, d.parallel)
+	if readers := podnotice.Readers(pods); d.annotatePods && len(readers) > 0 {
+		r := podnotice.Annotate(ctx, d.client, readers, n, d.parallel)
 		if r.Failed > 0 {
 			d.log.Warn("annotating pods with the deadline failed; they are evicted all the same", "node", node,
 				"failed", r.Failed, "written", r.Written, "error", r.Err.Error())

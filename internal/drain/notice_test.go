@@ -21,9 +21,9 @@ import (
 )
 
 // Issue 25 item 3: before the drain's first eviction, each pod it evicts
-// carries AWS's deadline and the reason, and the node the condition
-// lifeboat.io/Terminating; a refused write never holds the eviction up,
-// a dry run writes nothing.
+// that can read them carries AWS's deadline and the reason, and the node
+// the condition lifeboat.io/Terminating when asked for; a refused write
+// never holds the eviction up, a dry run writes nothing.
 func TestDeadlineHandedToTheWorkload(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "x", errors.New("cannot patch pods"))
 	tests := []struct {
@@ -42,21 +42,35 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 		wantLead bool
 		// told: the pods carry the notice already (a restarted drain).
 		told bool
+		// condition: Options.TerminatingCondition (off by default).
+		condition bool
+		// blind: the pods mount no downward-API volume of their
+		// annotations (podnotice.Readers): they are not written.
+		blind bool
 	}{
-		{name: "deadline and reason before the first eviction", annotate: true,
+		{name: "deadline and reason before the first eviction", annotate: true, condition: true,
 			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2, wantLead: true},
-		{name: "no deadline known: reason only", annotate: true, noDL: true,
+		{name: "no deadline known: reason only", annotate: true, condition: true, noDL: true,
 			wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2, wantLead: true},
-		{name: "already told (a restarted drain): no write, no wait", annotate: true, told: true,
+		{name: "already told (a restarted drain): no write, no wait", annotate: true, condition: true, told: true,
 			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantCondition: true, wantEvictions: 2},
-		{name: "pods patch forbidden: evicted all the same, at once", annotate: true, refuse: forbidden,
+		{name: "pods patch forbidden: evicted all the same, at once", annotate: true, condition: true, refuse: forbidden,
 			wantCondition: true, wantEvictions: 2},
-		{name: "option off: no annotation, the condition still", wantCondition: true, wantEvictions: 2},
-		{name: "dry run: nothing written", annotate: true, dryRun: true},
+		{name: "option off: no annotation, the condition still", condition: true, wantCondition: true, wantEvictions: 2},
+		{name: "the defaults: annotations, no condition", annotate: true,
+			wantDeadline: "2030-01-01T00:02:00Z", wantReason: "spot-interruption", wantEvictions: 2, wantLead: true},
+		{name: "pods that cannot read their annotations: no write, no wait", annotate: true, blind: true, wantEvictions: 2},
+		{name: "dry run: nothing written", annotate: true, condition: true, dryRun: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := fakePod("a", 30), fakePod("b", 30)
+			if !tt.blind {
+				for _, p := range []*corev1.Pod{a, b} {
+					p.Spec.Volumes = []corev1.Volume{{Name: "notice", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+						Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
+				}
+			}
 			if tt.told {
 				for _, p := range []*corev1.Pod{a, b} {
 					p.Annotations = map[string]string{podnotice.AnnotationDeadline: "2030-01-01T00:02:00Z", podnotice.AnnotationReason: "spot-interruption"}
@@ -87,7 +101,7 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 			if tt.noDL {
 				dl = drain.Deadline{Reason: "spot-interruption"}
 			}
-			if _, err := c.drainTo(drain.Options{AnnotatePods: tt.annotate, DryRun: tt.dryRun}, dl); err != nil {
+			if _, err := c.drainTo(drain.Options{AnnotatePods: tt.annotate, TerminatingCondition: tt.condition, DryRun: tt.dryRun}, dl); err != nil {
 				t.Fatalf("Drain: %v", err)
 			}
 			evictions := len(c.evictionsOf("a")) + len(c.evictionsOf("b"))
@@ -107,7 +121,7 @@ func TestDeadlineHandedToTheWorkload(t *testing.T) {
 				}
 			}
 			for _, act := range c.client.Actions() {
-				if act.GetVerb() == "patch" && act.GetResource().Resource == "pods" && (tt.dryRun || tt.told || !tt.annotate) {
+				if act.GetVerb() == "patch" && act.GetResource().Resource == "pods" && (tt.dryRun || tt.told || !tt.annotate || tt.blind) {
 					t.Errorf("pod %s patched; want no pod write", act.(k8stesting.PatchAction).GetName())
 				}
 				if act.GetVerb() == "patch" && tt.dryRun {
