@@ -73,7 +73,9 @@ func accesses(cfg config.Config) []access {
 	if cfg.AnnotatePods {
 		out = append(out, access{verb: "patch", resource: "pods", why: "--annotate-pods-with-deadline"})
 	}
-	out = append(out, access{verb: "patch", resource: "nodes", subresource: "status", why: "the node condition lifeboat.io/Terminating"})
+	if cfg.TerminatingCondition {
+		out = append(out, access{verb: "patch", resource: "nodes", subresource: "status", why: "--terminating-condition"})
+	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
 	}
@@ -158,7 +160,7 @@ func (r *run) kubernetes(ctx context.Context) {
 	case len(errs) > 0:
 		r.add("kubernetes permissions", Warn, "could not review: "+strings.Join(errs, "; "), "allow selfsubjectaccessreviews create (system:basic-user has it)")
 	default:
-		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch, nodes/status patch, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
+		r.add("kubernetes permissions", OK, fmt.Sprintf("%s may do all %d things lifeboat does (nodes get/list/watch/patch, pods list/watch, pods/eviction create, poddisruptionbudgets list, events create/patch%s)",
 			who, allowedN, extraAccess(r.cfg)), "")
 	}
 }
@@ -170,6 +172,9 @@ func extraAccess(cfg config.Config) string {
 	}
 	if cfg.AnnotatePods {
 		s += ", pods patch"
+	}
+	if cfg.TerminatingCondition {
+		s += ", nodes/status patch"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		s += ", nodes delete"

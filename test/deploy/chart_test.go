@@ -400,13 +400,14 @@ func TestChartRefuses(t *testing.T) {
 	}
 }
 
-// checkNodeScope checks the IMDS-mode admission policies: four, each
+// checkNodeScope checks the IMDS-mode admission policies of the chart's
+// defaults: three (own-node-status only with terminatingCondition), each
 // bound with Deny, failing closed, and matching only the chart's
 // ServiceAccount (TestNodeScopePolicy shows what they allow and refuse).
 func checkNodeScope(t *testing.T, r *rendered, fullname, user string) {
 	t.Helper()
 	policies := r.find("ValidatingAdmissionPolicy")
-	want := []string{fullname + "-own-node", fullname + "-own-node-events", fullname + "-own-node-pods", fullname + "-own-node-status"}
+	want := []string{fullname + "-own-node", fullname + "-own-node-events", fullname + "-own-node-pods"}
 	got := names(policies)
 	slices.Sort(got)
 	if d := cmp.Diff(want, got); d != "" {

@@ -36,7 +36,7 @@ func TestNodeScopePolicy(t *testing.T) {
 	defer cancel()
 	ns := kube.Namespace(t)
 	release := testenv.UniqueName("scope")
-	r := mustRender(t, release, ns, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true})
+	r := mustRender(t, release, ns, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "terminatingCondition": true})
 	var rbac, policies []*unstructured.Unstructured
 	for _, o := range r.Objects {
 		switch o.GetKind() {

@@ -38,6 +38,7 @@ import (
 var rbacValues = map[string]any{
 	"forceDeleteAtDeadline":           true,
 	"deleteBlockedPodsBeforeDeadline": false,
+	"terminatingCondition":            true,
 	"deadlineMargin":                  "1s",
 	"evictionBackoff":                 "500ms",
 	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s"},
@@ -212,6 +213,7 @@ func leastPrivilege(t *testing.T, values map[string]any, want []string, scenario
 	defer cancel()
 	v := maps.Clone(values)
 	v["forceDeleteAtDeadline"] = true
+	v["terminatingCondition"] = true // off by default; its grant is checked too
 	all := grantsOf(t, mustRender(t, "lb", "lifeboat", v), "lifeboat")
 	var got []string
 	for _, g := range all {
@@ -291,7 +293,7 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	if err != nil {
 		return setupErr(t, err)
 	}
-	pod2, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node2, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	pod2, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node2, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}, MountAnnotations: true})
 	if err != nil {
 		return setupErr(t, err)
 	}
@@ -460,7 +462,7 @@ func checkConflicted(t *testing.T, kp *proxy) {
 // only their own node, so the scenarios need no barrier.
 func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
 	barrier()
-	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deleteBlockedPodsBeforeDeadline": false, "deadlineMargin": "1s",
+	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deleteBlockedPodsBeforeDeadline": false, "terminatingCondition": true, "deadlineMargin": "1s",
 		"evictionBackoff": "500ms", "imdsPollInterval": "250ms"})
 	if err != nil {
 		return setupErr(t, err)
@@ -519,7 +521,7 @@ func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier fu
 	// a second work on the node, whose Cordoned Event is the first one
 	// counted again (events patch), and the guarded pod deleted at the
 	// deadline.
-	guarded, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	guarded, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}, MountAnnotations: true})
 	if err != nil {
 		return setupErr(t, err)
 	}

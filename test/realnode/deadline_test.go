@@ -14,9 +14,10 @@ import (
 // from a downward-API volume while it runs. On a Spot notice, lifeboat
 // annotates it with lifeboat.io/deadline before evicting it, and the
 // workload's own record shows it saw that deadline (the notice's) before
-// its SIGTERM; the Node carries the condition lifeboat.io/Terminating.
-// With --annotate-pods-with-deadline=false (lifeboat before the feature)
-// it learns nothing until SIGTERM.
+// its SIGTERM. With --annotate-pods-with-deadline=false (lifeboat before
+// the feature) it learns nothing until SIGTERM; that run also sets
+// --terminating-condition (off by default), and the Node carries the
+// condition lifeboat.io/Terminating.
 func TestWorkloadSeesTheDeadlineBeforeSIGTERM(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -24,7 +25,7 @@ func TestWorkloadSeesTheDeadlineBeforeSIGTERM(t *testing.T) {
 		on    bool
 	}{
 		{name: "default: the deadline before SIGTERM", on: true},
-		{name: "off: nothing before SIGTERM (the harm)", flags: []string{"--annotate-pods-with-deadline=false"}},
+		{name: "off: nothing before SIGTERM (the harm)", flags: []string{"--annotate-pods-with-deadline=false", "--terminating-condition"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{lifeboat: true, flags: tc.flags})
@@ -53,6 +54,11 @@ func TestWorkloadSeesTheDeadlineBeforeSIGTERM(t *testing.T) {
 					t.Errorf("the workload saw a deadline %q before SIGTERM with the option off", seen.Value)
 				}
 				t.Logf("off: deadline seen before SIGTERM: %v", ok && seen.Time.Before(term))
+				cond := terminatingCondition(w, id)
+				if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != "SpotInterruption" {
+					t.Fatalf("with --terminating-condition: node condition lifeboat.io/Terminating = %+v, want True, reason SpotInterruption", cond)
+				}
+				t.Logf("node condition: %s %s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
 				return
 			}
 			if !ok || !seen.Time.Before(term) {
@@ -62,20 +68,24 @@ func TestWorkloadSeesTheDeadlineBeforeSIGTERM(t *testing.T) {
 			if seen.Value != deadline {
 				t.Errorf("the workload saw deadline %q, want the notice's %q", seen.Value, deadline)
 			}
-			node, err := suite.Kube.Client.CoreV1().Nodes().Get(w.Ctx, w.NodeName(id), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+			if cond := terminatingCondition(w, id); cond != nil {
+				t.Errorf("node condition %+v by default, want none (--terminating-condition is off)", cond)
 			}
-			var cond *corev1.NodeCondition
-			for i := range node.Status.Conditions {
-				if node.Status.Conditions[i].Type == "lifeboat.io/Terminating" {
-					cond = &node.Status.Conditions[i]
-				}
-			}
-			if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != "SpotInterruption" {
-				t.Fatalf("node condition lifeboat.io/Terminating = %+v, want True, reason SpotInterruption", cond)
-			}
-			t.Logf("node condition: %s %s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
 		})
 	}
+}
+
+// terminatingCondition returns the node's lifeboat.io/Terminating
+// condition, nil when it has none.
+func terminatingCondition(w *world, id string) *corev1.NodeCondition {
+	node, err := suite.Kube.Client.CoreV1().Nodes().Get(w.Ctx, w.NodeName(id), metav1.GetOptions{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == "lifeboat.io/Terminating" {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
 }

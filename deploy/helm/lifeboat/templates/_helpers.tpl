@@ -119,6 +119,9 @@ refuses the others). */}}
 {{- if eq .Values.annotatePodsWithDeadline false }}
 {{- include "lifeboat.flag" (list "annotate-pods-with-deadline" false) }}
 {{- end }}
+{{- if .Values.terminatingCondition }}
+{{- include "lifeboat.flag" (list "terminating-condition" true) }}
+{{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
 {{- include "lifeboat.flag" (list "log-level" .Values.logLevel) }}
