@@ -19,6 +19,8 @@ import (
 	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/outofservice"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
+	"lifeboat.dev/lifeboat/internal/rebootwatch"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
 	"lifeboat.dev/lifeboat/internal/volumes"
 )
@@ -87,6 +89,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		DeadlineMargin: cfg.DeadlineMargin, LifecycleTimeoutResult: cfg.LifecycleTimeoutResult,
 		LaunchReadyTimeout: cfg.LaunchReadyTimeout, LaunchTimeoutResult: cfg.LaunchTimeoutResult,
 		HeartbeatUntil: cfg.HeartbeatUntil, CompleteLifecycleDelay: cfg.CompleteLifecycleDelay, RebalanceCordonExpiry: cfg.RebalanceCordonExpiry,
+		CordonAnnotations: rebootmark.Hook(index.ByName, a.clock), UndoAnnotations: []string{rebootmark.Annotation},
 	}
 	if cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
 		vols := volumes.New(cs, 0)
@@ -110,6 +113,9 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		intakeOpts.Managed = ec2tag.HasKey(ec2Client, cfg.ManagedTag)
 	}
 	ctrl := controller.New(deps, opts)
+	// After a reboot maintenance: uncordon once the node has rebooted.
+	reboots := rebootwatch.New(rebootwatch.Deps{Nodes: index, Writer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log},
+		rebootwatch.Options{Policy: opts.Policy, DryRun: cfg.DryRun})
 	in := intake.New(index, ctrl, source, a.metrics, a.log, intakeOpts)
 	// lead runs the controller, the acknowledgements and, once the
 	// controller has resumed the nodes it was working on, the queue; all
@@ -131,6 +137,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		if oos != nil {
 			lg.Go(func() error { return oos.Run(workCtx) })
 		}
+		lg.Go(func() error { return reboots.Run(workCtx) })
 		lg.Go(func() error {
 			defer stopWork()
 			queueCtx, stopQueue := context.WithCancel(workCtx)

@@ -160,7 +160,8 @@ func (a *app) serve(ctx context.Context, g *errgroup.Group) error {
 func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 	return drain.New(a.kube.main, a.clock, a.log, drain.Options{
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
-		DeleteBlocked: a.cfg.DeleteBlockedPods, Recorder: a.recorder,
+		DeleteBlocked: a.cfg.DeleteBlockedPods, AnnotatePods: a.cfg.AnnotatePods,
+		TerminatingCondition: a.cfg.TerminatingCondition, Recorder: a.recorder,
 		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
 			ExcludeFromLB: a.cfg.ExcludeFromLB},

@@ -70,6 +70,12 @@ func accesses(cfg config.Config) []access {
 	case cfg.DeleteBlockedPods:
 		out = append(out, access{verb: "delete", resource: "pods", why: "--delete-blocked-pods-before-deadline"})
 	}
+	if cfg.AnnotatePods {
+		out = append(out, access{verb: "patch", resource: "pods", why: "--annotate-pods-with-deadline"})
+	}
+	if cfg.TerminatingCondition {
+		out = append(out, access{verb: "patch", resource: "nodes", subresource: "status", why: "--terminating-condition"})
+	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
 	}
@@ -163,6 +169,12 @@ func extraAccess(cfg config.Config) string {
 	s := ""
 	if cfg.ForceDeleteAtDeadline || cfg.DeleteBlockedPods {
 		s += ", pods delete"
+	}
+	if cfg.AnnotatePods {
+		s += ", pods patch"
+	}
+	if cfg.TerminatingCondition {
+		s += ", nodes/status patch"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		s += ", nodes delete"

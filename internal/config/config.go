@@ -84,8 +84,14 @@ type Config struct {
 	// DeleteBlockedPods deletes pods still blocked in time for their
 	// shutdown before a deadline AWS enforces.
 	DeleteBlockedPods bool
-	DeadlineMargin    time.Duration
-	EvictionBackoff   time.Duration
+	// AnnotatePods hands AWS's deadline to the pods about to be evicted
+	// (lifeboat.io/deadline, lifeboat.io/reason).
+	AnnotatePods bool
+	// TerminatingCondition sets the Node condition lifeboat.io/Terminating
+	// while lifeboat drains the node.
+	TerminatingCondition bool
+	DeadlineMargin       time.Duration
+	EvictionBackoff      time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

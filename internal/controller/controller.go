@@ -131,6 +131,11 @@ type Options struct {
 	// together with the cordon, given the events the plan acts on (IMDS
 	// mode: the reboot-maintenance marker); nil: none.
 	CordonAnnotations func(node string, due []event.Event) map[string]string
+	// UndoAnnotations are removed from the node, with the events
+	// annotation, when a cancellation undoes lifeboat's cordon (the
+	// reboot-maintenance marker: that maintenance will not happen); nil:
+	// none.
+	UndoAnnotations []string
 	// VolumeDetachTimeout bounds the wait for a node's VolumeAttachments to
 	// go before its terminate actions are completed with CONTINUE (0: no
 	// wait; Deps.Volumes nil: no wait).

@@ -50,7 +50,8 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	}
 	go func() {
 		c.cordons.wait(dctx, c.Clock) // other nodes' cordons first
-		res, err := c.Drainer.Drain(dctx, w.name, drain.Deadline{At: p.DrainEnd(c.o.DeadlineMargin), Enforced: p.Enforced}, progress)
+		res, err := c.Drainer.Drain(dctx, w.name, drain.Deadline{At: p.DrainEnd(c.o.DeadlineMargin), Enforced: p.Enforced,
+			Announced: p.Deadline, Reason: string(p.Reason)}, progress)
 		done <- outcome{res, err}
 	}()
 	var o outcome
@@ -132,7 +133,7 @@ func (w *nodeWork) instanceIDFor() string { return w.instanceID }
 
 // undo reverts what lifeboat did for canceled scheduled changes.
 func (c *Controller) undo(ctx context.Context, w *nodeWork) error {
-	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, []string{drain.AnnotationEvents})
+	changed, err := c.Drainer.Uncordon(ctx, w.name, plan.TaintPrefix, append([]string{drain.AnnotationEvents}, c.o.UndoAnnotations...))
 	if err != nil {
 		c.Metrics.Actions.WithLabelValues("uncordon", "error").Inc()
 		return err

@@ -26,6 +26,7 @@ type nodeRecorder struct {
 	inFlight    int
 	maxInFlight int
 	annotations []map[string]string
+	uncordons   [][]string    // the annotations each uncordon removed
 	hold        chan struct{} // a drain waits for it when not nil
 }
 
@@ -36,7 +37,10 @@ func (f *nodeRecorder) Cordon(_ context.Context, _ string, _ []string, _ string,
 	return len(f.annotations) == 1, nil
 }
 
-func (f *nodeRecorder) Uncordon(context.Context, string, string, []string) (bool, error) {
+func (f *nodeRecorder) Uncordon(_ context.Context, _, _ string, annotations []string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uncordons = append(f.uncordons, annotations)
 	return true, nil
 }
 
@@ -141,6 +145,21 @@ func TestCordonAnnotations(t *testing.T) {
 	}
 	if d := cmp.Diff([]event.Event{soon}, got); d != "" {
 		t.Errorf("hook got due events (-want +got):\n%s", d)
+	}
+}
+
+// A cancellation undoes the cordon and removes the record of the
+// maintenance with it (UndoAnnotations): a reboot marker left behind
+// would, at the node's next reboot, undo a later cordon of lifeboat's.
+func TestUndoRemovesUndoAnnotations(t *testing.T) {
+	d := &nodeRecorder{}
+	c := startIMDSController(t, d, Options{Policy: imdsPolicy, UndoAnnotations: []string{"lifeboat.io/reboot-maintenance"}})
+	c.SubmitNode("self", []event.Event{{ID: "canceled", Kind: event.ScheduledChangeCanceled, Source: event.SourceIMDS, Action: "system-reboot"}})
+	waitFor(t, "the undo", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.uncordons) > 0 })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if diff := cmp.Diff([]string{drain.AnnotationEvents, "lifeboat.io/reboot-maintenance"}, d.uncordons[0]); diff != "" {
+		t.Errorf("annotations removed by the undo (-want +got):\n%s", diff)
 	}
 }
 

@@ -119,7 +119,9 @@ func unmarkOutOfService(n *corev1.Node) bool {
 // non-zero deadline (AWS's, dl.At, or Actions.NodeGrace from now when earlier),
 // grace periods are capped to the time left (never below 1 s); when AWS
 // enforces it (dl.Enforced), pods still blocked are deleted in time for
-// their shutdown (Options.DeleteBlocked, PlanBlockedDelete). Every wait
+// their shutdown (Options.DeleteBlocked, PlanBlockedDelete). Before the
+// first eviction, the pods to evict learn AWS's deadline (dl.Announced,
+// Options.AnnotatePods) and the node gets ConditionTerminating. Every wait
 // is bounded: by the deadline, or by Options.StuckAfter. It never adds the
 // out-of-service taint: the instance may still be running when the drain
 // ends. progress may be nil. A drain that ends with pods still on the

@@ -23,6 +23,14 @@ type Deadline struct {
 	// still there dies without its shutdown. A scheduled change's start,
 	// or no deadline at all, is not enforced.
 	Enforced bool
+	// Announced is AWS's deadline as the plan has it (Plan.Deadline: not
+	// moved earlier for a lifecycle completion's margin, not capped by
+	// Actions.NodeGrace), handed to the pods (lifeboat.io/deadline) and the
+	// node's condition before the first eviction; zero: none known.
+	Announced time.Time
+	// Reason is the plan's reason (lifeboat.io/reason, the condition's
+	// reason).
+	Reason string
 	// aws is At as the caller gave it, before Actions.NodeGrace capped it
 	// (set by Drain): a pod still blocked is deleted in time for AWS's
 	// deadline, not for lifeboat's own cap.

@@ -41,6 +41,13 @@ type Options struct {
 	// (Actions.NodeGrace) still runs then. A pod still present at the
 	// deadline is then ForceDeleteAtDeadline's.
 	DeleteBlocked bool
+	// AnnotatePods gives the pods a drain is about to evict the
+	// annotations lifeboat.io/deadline and lifeboat.io/reason
+	// (Deadline.Announced, Deadline.Reason) before its first eviction.
+	AnnotatePods bool
+	// TerminatingCondition sets ConditionTerminating True on the node
+	// when a drain begins (one request per node; off by default).
+	TerminatingCondition bool
 	// Recorder records the Events a drain makes on pods and nodes
 	// (BlockedPodDeleted); nil: none.
 	Recorder kube.EventRecorder
@@ -81,6 +88,8 @@ type Drainer struct {
 	force   bool
 	// deleteBlocked and recorder: Options.DeleteBlocked and Recorder.
 	deleteBlocked bool
+	annotatePods  bool
+	condition     bool
 	recorder      kube.EventRecorder
 	skip          func(*corev1.Pod) bool
 	parallel      int
@@ -110,7 +119,8 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	}
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
-		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder}
+		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
+		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition}
 	return d
 }
 
@@ -139,6 +149,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, dl Deadline, progr
 		d.log.Info("dry run: would evict pods", "node", node, "pods", len(pods))
 		return res, nil
 	}
+	d.notice(ctx, node, pods, dl) // before the first eviction
 	p := Progress{Total: len(pods)}
 	var mu sync.Mutex
 	report := func(f func(*Progress)) {

@@ -67,7 +67,11 @@ func (d *Drainer) Cordon(ctx context.Context, node string, taintKeys []string, r
 // given annotations, and makes the node schedulable again only if
 // lifeboat cordoned it. It reports whether anything changed.
 func (d *Drainer) Uncordon(ctx context.Context, node, taintPrefix string, annotations []string) (bool, error) {
-	return d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool { return uncordon(n, taintPrefix, annotations) })
+	changed, err := d.modify(ctx, node, "uncordoning", func(n *corev1.Node) bool { return uncordon(n, taintPrefix, annotations) })
+	if err == nil {
+		d.clearTerminating(ctx, node)
+	}
+	return changed, err
 }
 
 // ExpireCordon undoes a cordon lifeboat set for the taint key alone (a
@@ -87,7 +91,37 @@ func (d *Drainer) ExpireCordon(ctx context.Context, node, taintPrefix, key strin
 		}
 		return uncordon(n, taintPrefix, annotations)
 	})
+	if err == nil && other == "" {
+		d.clearTerminating(ctx, node)
+	}
 	return other, changed, err
+}
+
+// UncordonIf undoes Cordon as Uncordon does (without removing
+// annotations) and sets the annotations decide returns, in one write, if
+// decide says so of the node as it is written (a read-modify-write with a
+// resourceVersion precondition): a cordon that lands in between is never
+// undone. The node is read from the API server, never from the cache or
+// lifeboat's last write, so that a "no" is not decided on a stale copy (a
+// kubelet's new status is newer than lifeboat's last write). It reports
+// whether decide allowed it and whether anything changed.
+func (d *Drainer) UncordonIf(ctx context.Context, node, taintPrefix string, decide func(n *corev1.Node) (set map[string]string, ok bool)) (allowed, changed bool, err error) {
+	changed, err = d.modifyFrom(ctx, node, "uncordoning", false, func(n *corev1.Node) bool {
+		set, ok := decide(n)
+		allowed = ok
+		if !ok {
+			return false
+		}
+		changed := uncordon(n, taintPrefix, nil)
+		for k, v := range set {
+			if n.Annotations[k] != v {
+				setAnnotation(n, k, v)
+				changed = true
+			}
+		}
+		return changed
+	})
+	return allowed, changed, err
 }
 
 // UpdateAnnotations sets the annotations update returns for the node's

@@ -28,8 +28,16 @@ import (
 // The first read is the informer cache's when there is one (no GET), so a
 // write costs one request when the cache is current, as an update did.
 func (d *Drainer) modify(ctx context.Context, node, what string, mutate func(n *corev1.Node) bool) (bool, error) {
+	return d.modifyFrom(ctx, node, what, true, mutate)
+}
+
+// modifyFrom is modify; cached false reads the node from the API server
+// on the first attempt too: for a change that may decide to write
+// nothing, which no conflict would correct if it were decided on a stale
+// copy.
+func (d *Drainer) modifyFrom(ctx context.Context, node, what string, cached bool, mutate func(n *corev1.Node) bool) (bool, error) {
 	changed := false
-	first := true
+	first := cached
 	err := retryOnConflict(ctx, func() error {
 		n, err := d.readNode(ctx, node, first)
 		first = false

@@ -259,3 +259,36 @@ func TestWriteAfterOwnWriteCostsOneRequestWhileTheCacheLags(t *testing.T) {
 		t.Errorf("node after the writes: unschedulable %v, annotations %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
+
+// UncordonIf decides on the node as the API server has it, not on
+// lifeboat's last write nor the cache: the kubelet's report of a new boot
+// (the reason to uncordon) is newer than both, and a "no" decided on a
+// stale copy writes nothing, so no conflict would correct it (h26-reboot's
+// e2e run left the node cordoned that way).
+func TestUncordonIfDecidesOnTheServersNode(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	stale := s.node()
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		drain.Options{NodeCache: func(string) (*corev1.Node, bool) { return stale, true }})
+	ctx := context.Background()
+	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/scheduled-maintenance"}, "scheduled-maintenance", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock() // the kubelet reports the new boot after lifeboat's write
+	s.raw["status"].(map[string]any)["nodeInfo"] = map[string]any{"bootID": "after"}
+	s.rv++
+	s.raw["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(s.rv)
+	s.mu.Unlock()
+	allowed, changed, err := d.UncordonIf(ctx, "n", "lifeboat.io/", func(n *corev1.Node) (map[string]string, bool) {
+		return nil, n.Status.NodeInfo.BootID == "after"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !allowed || !changed {
+		t.Errorf("allowed %v, changed %v; want both: the server's node has the new boot", allowed, changed)
+	}
+	if n := s.node(); n.Spec.Unschedulable || len(n.Spec.Taints) != 0 {
+		t.Errorf("node still cordoned: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -92,7 +93,8 @@ func Run(ctx context.Context, o Options, deps controller.Deps, w RebootWriter) e
 	ctrl := controller.New(deps, controller.Options{
 		Policy:                 o.Policy,
 		DeadlineMargin:         o.DeadlineMargin,
-		CordonAnnotations:      rebootMarker(deps.Nodes, deps.Clock),
+		CordonAnnotations:      rebootmark.Hook(deps.Nodes.ByName, deps.Clock),
+		UndoAnnotations:        []string{rebootmark.Annotation},
 		RebalanceCordonExpiry:  o.RebalanceCordonExpiry,
 		LifecycleTimeoutResult: o.LifecycleTimeoutResult,
 	})

@@ -17,6 +17,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/plan"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -27,31 +28,6 @@ type RebootWriter interface {
 }
 
 var _ RebootWriter = (*drain.Drainer)(nil)
-
-// rebootMarker is the controller's CordonAnnotations hook: when lifeboat
-// cordons the node for a reboot-type maintenance it records the
-// maintenance, the node's boot ID and the time (imds.Marker), so that the
-// lifeboat that starts after the reboot can tell the maintenance is over.
-func rebootMarker(index *nodes.Index, clk clock.PassiveClock) func(string, []event.Event) map[string]string {
-	return func(node string, due []event.Event) map[string]string {
-		e, ok := imdssrc.RebootEvent(due)
-		if !ok {
-			return nil
-		}
-		n, found := index.ByName(node)
-		if found {
-			// Cordon is called again on every plan: keep the first record.
-			if m, ok, _ := imdssrc.DecodeMarker(n.Annotations[imdssrc.AnnotationReboot]); ok && m.EventID == e.ID {
-				return map[string]string{imdssrc.AnnotationReboot: n.Annotations[imdssrc.AnnotationReboot]}
-			}
-		}
-		m := imdssrc.Marker{EventID: e.ID, Code: e.Action, At: clk.Now().UTC()}
-		if found {
-			m.BootID = n.Status.NodeInfo.BootID
-		}
-		return map[string]string{imdssrc.AnnotationReboot: m.Encode()}
-	}
-}
 
 // afterRebootRetrying runs afterReboot until it succeeds (the API server
 // may be briefly unreachable while the node boots); readiness stays false
@@ -82,29 +58,25 @@ func afterRebootRetrying(ctx context.Context, o Options, deps controller.Deps, w
 
 // afterReboot applies the reboot rule at start: if lifeboat cordoned the node
 // for a reboot-type maintenance and the node has rebooted since (see
-// imds.Rebooted), it removes lifeboat's taints and events, uncordons the
+// rebootmark.Decide), it removes lifeboat's taints and events, uncordons the
 // node if lifeboat cordoned it, and marks the maintenance rebooted. It
 // returns the IDs of maintenance events the source must not act on again
 // (the metadata may list an active maintenance for a while after it is done).
 func afterReboot(ctx context.Context, self *corev1.Node, w RebootWriter, recorder kube.EventRecorder, log *slog.Logger,
 	bootTime func() (time.Time, error), dryRun bool) ([]string, error) {
-	raw := self.Annotations[imdssrc.AnnotationReboot]
-	m, ok, err := imdssrc.DecodeMarker(raw)
-	if err != nil {
-		log.Warn("ignoring unreadable reboot annotation", "node", self.Name, "error", err.Error())
-		return nil, nil
-	}
-	if !ok {
-		return nil, nil
-	}
-	if m.Rebooted {
-		return []string{m.EventID}, nil
-	}
 	booted, err := bootTime()
 	if err != nil {
 		booted = time.Time{} // the boot ID alone decides
 	}
-	if !imdssrc.Rebooted(m, self.Status.NodeInfo.BootID, booted) {
+	m, verdict, err := rebootmark.Decide(self.Annotations[rebootmark.Annotation], self.Status.NodeInfo.BootID, booted)
+	if err != nil {
+		log.Warn("ignoring unreadable reboot annotation", "node", self.Name, "error", err.Error())
+	}
+	switch verdict {
+	case rebootmark.Done:
+		return []string{m.EventID}, nil
+	case rebootmark.Undo:
+	default:
 		return nil, nil
 	}
 	uncordoned, err := w.Uncordon(ctx, self.Name, plan.TaintPrefix, []string{drain.AnnotationEvents})
@@ -112,15 +84,10 @@ func afterReboot(ctx context.Context, self *corev1.Node, w RebootWriter, recorde
 		return nil, err
 	}
 	m.Rebooted = true
-	if err := w.SetAnnotations(ctx, self.Name, map[string]string{imdssrc.AnnotationReboot: m.Encode()}); err != nil {
+	if err := w.SetAnnotations(ctx, self.Name, map[string]string{rebootmark.Annotation: m.Encode()}); err != nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("rebooted for maintenance %s: lifeboat's taints removed", m.Code)
-	if self.Annotations[drain.AnnotationCordoned] == "true" {
-		msg += ", uncordoned"
-	} else {
-		msg += " (the node was cordoned before lifeboat: left cordoned)"
-	}
+	msg := rebootmark.UndoMessage(m, self.Annotations[drain.AnnotationCordoned] == "true")
 	if dryRun {
 		msg = "dry run: would have: " + msg
 	}
@@ -140,7 +107,7 @@ func waitMarkerCached(ctx context.Context, index *nodes.Index, name string, clk 
 	deadline := clk.Now().Add(30 * time.Second)
 	for clk.Now().Before(deadline) {
 		if n, ok := index.ByName(name); ok {
-			if m, ok, _ := imdssrc.DecodeMarker(n.Annotations[imdssrc.AnnotationReboot]); ok && m.Rebooted {
+			if m, ok, _ := rebootmark.DecodeMarker(n.Annotations[rebootmark.Annotation]); ok && m.Rebooted {
 				return
 			}
 		}

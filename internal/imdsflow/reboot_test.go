@@ -11,14 +11,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/drain"
-	"lifeboat.dev/lifeboat/internal/event"
-	"lifeboat.dev/lifeboat/internal/kube/clientset"
-	"lifeboat.dev/lifeboat/internal/nodes"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -44,7 +40,7 @@ func (f *fakeWriter) SetAnnotations(_ context.Context, _ string, a map[string]st
 
 func TestAfterReboot(t *testing.T) {
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	marker := imdssrc.Marker{EventID: "scheduled-change-1", Code: imdssrc.CodeSystemReboot, BootID: "boot-1", At: at}
+	marker := rebootmark.Marker{EventID: "scheduled-change-1", Code: imdssrc.CodeSystemReboot, BootID: "boot-1", At: at}
 	rebooted := marker
 	rebooted.Rebooted = true
 	noBootID := marker
@@ -52,7 +48,7 @@ func TestAfterReboot(t *testing.T) {
 	node := func(annotation, bootID string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{drain.AnnotationCordoned: "true"}}}
 		if annotation != "" {
-			n.Annotations[imdssrc.AnnotationReboot] = annotation
+			n.Annotations[rebootmark.Annotation] = annotation
 		}
 		n.Status.NodeInfo.BootID = bootID
 		return n
@@ -100,7 +96,7 @@ func TestAfterReboot(t *testing.T) {
 			if len(w.set) != 1 {
 				t.Fatalf("annotations set %v, want the marker once", w.set)
 			}
-			m, ok, err := imdssrc.DecodeMarker(w.set[0][imdssrc.AnnotationReboot])
+			m, ok, err := rebootmark.DecodeMarker(w.set[0][rebootmark.Annotation])
 			if err != nil || !ok || !m.Rebooted || m.EventID != marker.EventID {
 				t.Errorf("marker written = %+v (%v, %v), want rebooted", m, ok, err)
 			}
@@ -111,41 +107,6 @@ func TestAfterReboot(t *testing.T) {
 				}
 			default:
 				t.Error("no Uncordoned event")
-			}
-		})
-	}
-}
-
-func TestRebootMarker(t *testing.T) {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"}}}
-	existing := imdssrc.Marker{EventID: "sc-old", Code: imdssrc.CodeSystemReboot, BootID: "boot-0", At: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)}
-	n.Annotations = map[string]string{imdssrc.AnnotationReboot: existing.Encode()}
-	index := nodes.New(clientset.New(fake.NewClientset(n)), nodes.Options{OnlyNode: "n"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go index.Run(ctx)
-	if err := index.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	hook := rebootMarker(index, clocktesting.NewFakePassiveClock(now))
-	reboot := func(id, code string) event.Event {
-		return event.Event{ID: id, Kind: event.ScheduledChange, Source: event.SourceIMDS, Action: code}
-	}
-	tests := []struct {
-		name string
-		due  []event.Event
-		want map[string]string
-	}{
-		{"not a reboot", []event.Event{reboot("sc-stop", "instance-stop"), {ID: "spot", Kind: event.SpotInterruption, Source: event.SourceIMDS}}, nil},
-		{"a new reboot maintenance", []event.Event{reboot("sc-new", imdssrc.CodeInstanceReboot)}, map[string]string{imdssrc.AnnotationReboot: imdssrc.Marker{
-			EventID: "sc-new", Code: imdssrc.CodeInstanceReboot, BootID: "boot-1", At: now}.Encode()}},
-		{"the recorded one is kept as it is", []event.Event{reboot("sc-old", imdssrc.CodeSystemReboot)}, map[string]string{imdssrc.AnnotationReboot: existing.Encode()}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if d := cmp.Diff(tt.want, hook("n", tt.due)); d != "" {
-				t.Errorf("annotations (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -49,6 +49,7 @@ type PodClient interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
 	// EvictV1 creates the pod's eviction subresource. REST's sends it once:
 	// a 429 (a PodDisruptionBudget) comes back at once, for the drain's own
 	// visible backoff. client-go's typed client retries a 429 that carries

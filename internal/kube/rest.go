@@ -168,6 +168,12 @@ func (p pods) Delete(ctx context.Context, name string, opts metav1.DeleteOptions
 	return p.c.Delete().UseProtobufAsDefault().NamespaceIfScoped(p.ns, p.ns != "").Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
 }
 
+func (p pods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	err := p.c.Patch(pt).UseProtobufAsDefault().Namespace(p.ns).Resource("pods").Name(name).SubResource(subresources...).VersionedParams(&opts, parameterCodec).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
 // EvictV1 posts the eviction once (MaxRetries(0)): see PodClient.
 func (p pods) EvictV1(ctx context.Context, ev *policyv1.Eviction) error {
 	return p.c.Post().Namespace(p.ns).Resource("pods").Name(ev.Name).SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()

@@ -400,7 +400,8 @@ func TestChartRefuses(t *testing.T) {
 	}
 }
 
-// checkNodeScope checks the IMDS-mode admission policies: three, each
+// checkNodeScope checks the IMDS-mode admission policies of the chart's
+// defaults: three (own-node-status only with terminatingCondition), each
 // bound with Deny, failing closed, and matching only the chart's
 // ServiceAccount (TestNodeScopePolicy shows what they allow and refuse).
 func checkNodeScope(t *testing.T, r *rendered, fullname, user string) {

@@ -134,6 +134,7 @@ var chartValueOf = map[string]string{
 	"delete-ghost-nodes":          "deleteGhostNodes",
 	"imds-complete-lifecycle":     "imdsCompleteLifecycle",
 	"lease-name":                  "leaderElection.leaseName",
+	"terminating-condition":       "terminatingCondition",
 }
 
 func writeFile(dir, name, content string) string {

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -33,7 +36,7 @@ func TestNodeScopePolicy(t *testing.T) {
 	defer cancel()
 	ns := kube.Namespace(t)
 	release := testenv.UniqueName("scope")
-	r := mustRender(t, release, ns, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true})
+	r := mustRender(t, release, ns, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "terminatingCondition": true})
 	var rbac, policies []*unstructured.Unstructured
 	for _, o := range r.Objects {
 		switch o.GetKind() {
@@ -43,8 +46,8 @@ func TestNodeScopePolicy(t *testing.T) {
 			policies = append(policies, o)
 		}
 	}
-	if len(policies) != 6 {
-		t.Fatalf("rendered %d policies and bindings, want 3 of each: %v", len(policies), kinds(r))
+	if len(policies) != 8 {
+		t.Fatalf("rendered %d policies and bindings, want 4 of each: %v", len(policies), kinds(r))
 	}
 	applyForTest(t, rbac)
 	sa := r.one(t, "ServiceAccount").GetName()
@@ -124,6 +127,10 @@ func TestNodeScopePolicy(t *testing.T) {
 			return testenv.PatchNodeMetadata(ctx, lb, nodeA, "annotations", "lifeboat.io/drained", "yes")
 		}},
 		{"an Event about its own node", func() error { return testenv.NodeEvent(ctx, lb, nodeA, false) }},
+		{"the condition lifeboat.io/Terminating on its own node", func() error { return nodeCondition(ctx, lb, nodeA, "lifeboat.io/Terminating") }},
+		{"the deadline's annotations on a pod of its own node", func() error {
+			return podAnnotation(ctx, lb, ns, ownVictim.Name, "lifeboat.io/deadline", "2030-01-01T00:02:00Z")
+		}},
 		{"delete a pod on its own node", func() error { return testenv.DeletePod(ctx, lb, ns, ownVictim.Name, false) }},
 	}
 	for _, a := range allowed {
@@ -154,6 +161,16 @@ func TestNodeScopePolicy(t *testing.T) {
 			func() error { return testenv.TaintNode(ctx, lb, nodeA, "example.com/dedicated") }},
 		{"delete a pod on another node", "own-node-pods", "lifeboat on node " + nodeA + " may delete only pods on its own node, not " + ns + "/" + victim.Name + " on node " + nodeB,
 			func() error { return testenv.DeletePod(ctx, lb, ns, victim.Name, false) }},
+		{"the condition on another node", "own-node-status", "lifeboat on node " + nodeA + " may change only its own node, not node " + nodeB,
+			func() error { return nodeCondition(ctx, lb, nodeB, "lifeboat.io/Terminating") }},
+		{"another condition of its own node", "own-node-status", "may change only the condition lifeboat.io/Terminating",
+			func() error { return nodeCondition(ctx, lb, nodeA, "NetworkUnavailable") }},
+		{"annotate a pod on another node", "own-node-pods", "lifeboat on node " + nodeA + " may change only pods on its own node, not " + ns + "/" + victim.Name + " on node " + nodeB,
+			func() error {
+				return podAnnotation(ctx, lb, ns, victim.Name, "lifeboat.io/deadline", "2030-01-01T00:02:00Z")
+			}},
+		{"a foreign annotation on a pod of its own node", "own-node-pods", "lifeboat may change only the lifeboat.io/ annotations of a pod",
+			func() error { return podAnnotation(ctx, lb, ns, self.Name, "example.com/owner", "me") }},
 		{"an Event about another node", "own-node-events", "may report Events only about its own node, not node " + nodeB,
 			func() error { return testenv.NodeEvent(ctx, lb, nodeB, false) }},
 		{"cordon with a token bound to no pod", "own-node", "this request's token names no node",
@@ -194,6 +211,22 @@ func TestNodeScopePolicy(t *testing.T) {
 	} else {
 		t.Logf("still allowed, as documented: node %s's pod listed %d pods of the cluster", nodeA, len(pods.Items))
 	}
+}
+
+// nodeCondition writes a condition of type typ, status True, through
+// the node's status subresource, as lifeboat does.
+func nodeCondition(ctx context.Context, c kubernetes.Interface, node, typ string) error {
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"SpotInterruption","message":"test"}]}}`, typ)
+	_, err := c.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	return err
+}
+
+// podAnnotation sets one annotation of a pod with a merge patch, as
+// lifeboat does.
+func podAnnotation(ctx context.Context, c kubernetes.Interface, ns, pod, key, value string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	_, err := c.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 func uncordon(ctx context.Context, t *testing.T, node string) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,7 @@ import (
 var rbacValues = map[string]any{
 	"forceDeleteAtDeadline":           true,
 	"deleteBlockedPodsBeforeDeadline": false,
+	"terminatingCondition":            true,
 	"deadlineMargin":                  "1s",
 	"evictionBackoff":                 "500ms",
 	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s"},
@@ -167,8 +169,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
 		"nodes watch in ClusterRole",
+		"nodes/status patch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
+		"pods patch in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
 		"policy/poddisruptionbudgets list in ClusterRole",
@@ -189,8 +193,10 @@ func TestRBACLeastPrivilegeIMDS(t *testing.T) {
 		"nodes list in ClusterRole",
 		"nodes patch in ClusterRole",
 		"nodes watch in ClusterRole",
+		"nodes/status patch in ClusterRole",
 		"pods delete in ClusterRole",
 		"pods list in ClusterRole",
+		"pods patch in ClusterRole",
 		"pods watch in ClusterRole",
 		"pods/eviction create in ClusterRole",
 		"policy/poddisruptionbudgets list in ClusterRole",
@@ -207,6 +213,7 @@ func leastPrivilege(t *testing.T, values map[string]any, want []string, scenario
 	defer cancel()
 	v := maps.Clone(values)
 	v["forceDeleteAtDeadline"] = true
+	v["terminatingCondition"] = true // off by default; its grant is checked too
 	all := grantsOf(t, mustRender(t, "lb", "lifeboat", v), "lifeboat")
 	var got []string
 	for _, g := range all {
@@ -286,7 +293,7 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	if err != nil {
 		return setupErr(t, err)
 	}
-	pod2, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node2, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	pod2, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node2, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}, MountAnnotations: true})
 	if err != nil {
 		return setupErr(t, err)
 	}
@@ -327,6 +334,12 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 	// A Spot interruption whose deadline is 8 s away, and a scale-in.
 	if err := w.putSpot(spotID, time.Now().Add(-112*time.Second)); err != nil {
 		return setupErr(t, err)
+	}
+	// Before its eviction, node2's guarded pod is told the deadline (pods
+	// patch) and node2 carries the condition (nodes/status patch); the
+	// budget keeps the pod until the deadline.
+	if err := until(7*time.Second, "node2's guarded pod told the deadline, node2's condition", toldTheDeadline(ctx, node2, w.ns, pod2.Name)); err != nil {
+		return err
 	}
 	if err := w.scaleTo(group, 0); err != nil {
 		return setupErr(t, err)
@@ -449,7 +462,7 @@ func checkConflicted(t *testing.T, kp *proxy) {
 // only their own node, so the scenarios need no barrier.
 func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier func()) error {
 	barrier()
-	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deleteBlockedPodsBeforeDeadline": false, "deadlineMargin": "1s",
+	w, err := newWorld(t, ctx, map[string]any{"mode": "imds", "forceDeleteAtDeadline": true, "deleteBlockedPodsBeforeDeadline": false, "terminatingCondition": true, "deadlineMargin": "1s",
 		"evictionBackoff": "500ms", "imdsPollInterval": "250ms"})
 	if err != nil {
 		return setupErr(t, err)
@@ -508,7 +521,7 @@ func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier fu
 	// a second work on the node, whose Cordoned Event is the first one
 	// counted again (events patch), and the guarded pod deleted at the
 	// deadline.
-	guarded, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}})
+	guarded, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 30 * time.Second, ShutdownAfter: time.Second, Labels: map[string]string{"app": "guarded"}, MountAnnotations: true})
 	if err != nil {
 		return setupErr(t, err)
 	}
@@ -519,6 +532,9 @@ func rbacScenarioIMDS(ctx context.Context, t *testing.T, drop *grant, barrier fu
 	opts.After, opts.SpotAction, opts.SpotTime = 0, "stop", time.Now().Add(9*time.Second)
 	if err := mock.Restart(ctx, opts); err != nil {
 		return setupErr(t, err)
+	}
+	if err := until(8*time.Second, "the guarded pod told the deadline, the node's condition", toldTheDeadline(ctx, node, w.ns, guarded.Name)); err != nil {
+		return err
 	}
 	if err := until(20*time.Second, "the PDB-guarded pod force-deleted at the deadline", func() (bool, error) { return gone(guarded.Name) }); err != nil {
 		return err
@@ -544,6 +560,27 @@ func setupErr(t *testing.T, err error) error {
 	t.Helper()
 	t.Fatalf("setting up the scenario: %v", err)
 	return err
+}
+
+// toldTheDeadline reports whether the pod carries lifeboat.io/deadline
+// and the node the condition lifeboat.io/Terminating, status True.
+func toldTheDeadline(ctx context.Context, node, ns, pod string) func() (bool, error) {
+	return func() (bool, error) {
+		p, err := kube.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil || p.Annotations["lifeboat.io/deadline"] == "" {
+			return false, err
+		}
+		n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == "lifeboat.io/Terminating" && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 }
 
 // forecastWarned reports whether the drain forecast's DrainForecastMiss

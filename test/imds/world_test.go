@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -298,9 +298,9 @@ func (w *world) holds(d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func (w *world) marker() (imdssrc.Marker, bool) {
+func (w *world) marker() (rebootmark.Marker, bool) {
 	w.t.Helper()
-	m, ok, err := imdssrc.DecodeMarker(w.nodeNow().Annotations[imdssrc.AnnotationReboot])
+	m, ok, err := rebootmark.DecodeMarker(w.nodeNow().Annotations[rebootmark.Annotation])
 	if err != nil {
 		w.t.Fatal(err)
 	}

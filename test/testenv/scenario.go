@@ -306,6 +306,10 @@ type PodSpec struct {
 	Labels                  map[string]string
 	Annotations             map[string]string
 	Tolerations             []corev1.Toleration
+	// MountAnnotations gives the pod a downward-API volume of its
+	// annotations: lifeboat hands the deadline only to pods that can read
+	// it (podnotice.Readers).
+	MountAnnotations bool
 }
 
 // daemonSetTolerations are the tolerations the DaemonSet controller adds to
@@ -353,6 +357,11 @@ func (e *Env) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, error) 
 	}
 	if spec.PreStop != nil {
 		podSpec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: spec.PreStop}
+	}
+	if spec.MountAnnotations {
+		podSpec.Volumes = []corev1.Volume{{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
+		podSpec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "podinfo", MountPath: "/etc/podinfo"}}
 	}
 	switch {
 	case spec.Grace < 0:

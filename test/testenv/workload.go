@@ -26,6 +26,12 @@ const (
 	WorkloadWork         = "work"
 	WorkloadWorkFinished = "work-finished"
 	WorkloadExit         = "exit"
+	// WorkloadAnnotationsWatched: the workload reads its downward-API
+	// annotations file (WorkloadSpec.WatchAnnotations).
+	WorkloadAnnotationsWatched = "annotations-watched"
+	// WorkloadDeadlineSeen: the annotations file first showed
+	// lifeboat.io/deadline; WorkloadEntry.Value is it.
+	WorkloadDeadlineSeen = "deadline-seen"
 )
 
 // WorkloadSpec describes a pod running WorkloadImage on a real node.
@@ -42,6 +48,10 @@ type WorkloadSpec struct {
 	Grace time.Duration
 	// Labels are the pod's labels.
 	Labels map[string]string
+	// WatchAnnotations mounts the pod's annotations as a downward-API
+	// volume, which the workload reads while it runs
+	// (WorkloadDeadlineSeen).
+	WatchAnnotations bool
 }
 
 // WorkloadPod returns the pod of a workload: bound to its node, the image
@@ -53,6 +63,23 @@ func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 	}
 	labels := map[string]string{"app": "workload"}
 	maps.Copy(labels, s.Labels)
+	env := []corev1.EnvVar{
+		{Name: "POD_NAMESPACE", Value: s.Namespace},
+		{Name: "POD_NAME", Value: s.Name},
+		{Name: "WORKLOAD_PRESTOP", Value: s.PreStop.String()},
+		{Name: "WORKLOAD_SHUTDOWN", Value: s.Shutdown.String()},
+	}
+	mounts := []corev1.VolumeMount{{Name: "records", MountPath: "/records"}}
+	volumes := []corev1.Volume{{Name: "records", VolumeSource: corev1.VolumeSource{
+		HostPath: &corev1.HostPathVolumeSource{Path: s.RecordDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
+	}}}
+	if s.WatchAnnotations {
+		env = append(env, corev1.EnvVar{Name: "WORKLOAD_ANNOTATIONS", Value: "/podinfo/annotations"})
+		mounts = append(mounts, corev1.VolumeMount{Name: "podinfo", MountPath: "/podinfo", ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}},
+		}}})
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: labels},
 		Spec: corev1.PodSpec{
@@ -64,18 +91,11 @@ func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 				Name:            "workload",
 				Image:           WorkloadImage,
 				ImagePullPolicy: corev1.PullNever,
-				Env: []corev1.EnvVar{
-					{Name: "POD_NAMESPACE", Value: s.Namespace},
-					{Name: "POD_NAME", Value: s.Name},
-					{Name: "WORKLOAD_PRESTOP", Value: s.PreStop.String()},
-					{Name: "WORKLOAD_SHUTDOWN", Value: s.Shutdown.String()},
-				},
-				Lifecycle:    lifecycle,
-				VolumeMounts: []corev1.VolumeMount{{Name: "records", MountPath: "/records"}},
+				Env:             env,
+				Lifecycle:       lifecycle,
+				VolumeMounts:    mounts,
 			}},
-			Volumes: []corev1.Volume{{Name: "records", VolumeSource: corev1.VolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: s.RecordDir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)},
-			}}},
+			Volumes: volumes,
 		},
 	}
 }
@@ -85,6 +105,8 @@ type WorkloadEntry struct {
 	Time  time.Time `json:"time"`
 	Event string    `json:"event"`
 	PID   int       `json:"pid"`
+	// Value is what was seen (WorkloadDeadlineSeen: the deadline).
+	Value string `json:"value,omitempty"`
 }
 
 // WorkloadRecord is what a workload recorded of its life, in order.
@@ -131,6 +153,16 @@ func (r WorkloadRecord) At(event string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// Entry returns the first entry of event.
+func (r WorkloadRecord) Entry(event string) (WorkloadEntry, bool) {
+	for _, e := range r {
+		if e.Event == event {
+			return e, true
+		}
+	}
+	return WorkloadEntry{}, false
 }
 
 // Last returns the last entry; zero for an empty record.

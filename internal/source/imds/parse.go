@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lifeboat.dev/lifeboat/internal/event"
+	"lifeboat.dev/lifeboat/internal/rebootmark"
 )
 
 // Metadata paths lifeboat reads, relative to /latest/meta-data/. Each one
@@ -40,10 +41,10 @@ const (
 )
 
 // Maintenance codes whose maintenance reboots the instance: after the
-// reboot lifeboat uncordons the node (see Rebooted).
+// reboot lifeboat uncordons the node (package rebootmark).
 const (
-	CodeSystemReboot   = "system-reboot"
-	CodeInstanceReboot = "instance-reboot"
+	CodeSystemReboot   = rebootmark.CodeSystemReboot
+	CodeInstanceReboot = rebootmark.CodeInstanceReboot
 )
 
 // TargetTerminated is the only target-lifecycle-state lifeboat acts on.

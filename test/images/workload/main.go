@@ -7,6 +7,9 @@
 //	sigterm                    when SIGTERM arrives
 //	work                       every 200 ms while the SIGTERM handler works
 //	work-finished, exit        when the handler finished its work
+//	annotations-watched        at start, with WORKLOAD_ANNOTATIONS set
+//	deadline-seen              the first time the downward-API annotations
+//	                           file shows lifeboat.io/deadline (value: it)
 //
 // A process killed with SIGKILL (grace period over, machine powered off)
 // records nothing more: a sigterm without work-finished, or a started with
@@ -18,6 +21,8 @@
 //	POD_NAMESPACE, POD_NAME  name the record file <namespace>_<name>.jsonl
 //	WORKLOAD_PRESTOP     how long the preStop hook takes (Go duration)
 //	WORKLOAD_SHUTDOWN    how long the SIGTERM handler works (Go duration)
+//	WORKLOAD_ANNOTATIONS the pod's annotations file (a downward-API volume),
+//	                     read every 100 ms while the process runs
 //
 // The record format is read by lifeboat.dev/lifeboat/test/testenv
 // (ReadWorkloadRecord); keep the two in step.
@@ -29,6 +34,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -38,6 +45,8 @@ type entry struct {
 	Time  time.Time `json:"time"`
 	Event string    `json:"event"`
 	PID   int       `json:"pid"`
+	// Value is what was seen (deadline-seen: the deadline).
+	Value string `json:"value,omitempty"`
 }
 
 func main() {
@@ -59,6 +68,12 @@ func run(args []string) error {
 	if err := record("ready"); err != nil {
 		return err
 	}
+	if path := os.Getenv("WORKLOAD_ANNOTATIONS"); path != "" {
+		if err := record("annotations-watched"); err != nil {
+			return err
+		}
+		go watchDeadline(path)
+	}
 	<-sig
 	if err := record("sigterm"); err != nil {
 		return err
@@ -78,6 +93,40 @@ func run(args []string) error {
 		return err
 	}
 	return record("exit")
+}
+
+// watchDeadline reads the downward-API annotations file every 100 ms
+// and records deadline-seen, with its value, the first time it shows
+// lifeboat.io/deadline. The kubelet replaces the file (a symlink swap)
+// when the annotations change.
+func watchDeadline(path string) {
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			if v, ok := annotation(string(b), "lifeboat.io/deadline"); ok {
+				if err := recordValue("deadline-seen", v); err != nil {
+					fmt.Fprintln(os.Stderr, "workload:", err)
+				}
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// annotation finds key in the downward API's format: one key="value"
+// line per annotation, the value quoted as Go's strconv.Quote does.
+func annotation(file, key string) (string, bool) {
+	for _, line := range strings.Split(file, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || k != key {
+			continue
+		}
+		if u, err := strconv.Unquote(v); err == nil {
+			return u, true
+		}
+		return v, true
+	}
+	return "", false
 }
 
 func preStop() error {
@@ -107,7 +156,9 @@ func duration(name string) (time.Duration, error) {
 // record appends one entry and syncs it, so that a SIGKILL right after
 // loses nothing recorded. O_APPEND keeps the lines of the main process and
 // of the preStop hook whole.
-func record(event string) error {
+func record(event string) error { return recordValue(event, "") }
+
+func recordValue(event, value string) error {
 	dir := os.Getenv("WORKLOAD_RECORD_DIR")
 	if dir == "" {
 		dir = "/records"
@@ -117,7 +168,7 @@ func record(event string) error {
 	if err != nil {
 		return fmt.Errorf("opening record: %w", err)
 	}
-	b, err := json.Marshal(entry{Time: time.Now(), Event: event, PID: os.Getpid()})
+	b, err := json.Marshal(entry{Time: time.Now(), Event: event, PID: os.Getpid(), Value: value})
 	if err != nil {
 		f.Close()
 		return err

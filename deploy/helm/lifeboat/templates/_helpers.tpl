@@ -116,6 +116,12 @@ refuses the others). */}}
 {{- if eq .Values.deleteBlockedPodsBeforeDeadline false }}
 {{- include "lifeboat.flag" (list "delete-blocked-pods-before-deadline" false) }}
 {{- end }}
+{{- if eq .Values.annotatePodsWithDeadline false }}
+{{- include "lifeboat.flag" (list "annotate-pods-with-deadline" false) }}
+{{- end }}
+{{- if .Values.terminatingCondition }}
+{{- include "lifeboat.flag" (list "terminating-condition" true) }}
+{{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
 {{- include "lifeboat.flag" (list "log-level" .Values.logLevel) }}
@@ -396,7 +402,7 @@ only through their values: set in extraArgs or extraEnv (or through an
 aws-node-termination-handler variable), lifeboat would write what the
 policy refuses, and retry for ever. */}}
 {{- define "lifeboat.nodeWriteArgsRefused" -}}
-{{- $values := dict "taint-effect" "taintEffect" "exclude-from-load-balancers" "excludeFromLoadBalancers" "out-of-service-taint" "enableOutOfServiceTaint" }}
+{{- $values := dict "taint-effect" "taintEffect" "exclude-from-load-balancers" "excludeFromLoadBalancers" "out-of-service-taint" "enableOutOfServiceTaint" "terminating-condition" "terminatingCondition" }}
 {{- $env := dict "TAINT_EFFECT" "taintEffect" "EXCLUDE_FROM_LOAD_BALANCERS" "excludeFromLoadBalancers" "ENABLE_OUT_OF_SERVICE_TAINT" "enableOutOfServiceTaint" }}
 {{- range $flag, $value := $values }}
 {{- $_ := set $env (printf "LIFEBOAT_%s" ($flag | replace "-" "_" | upper)) $value }}
