@@ -38,30 +38,37 @@ const (
 // attach-detach controller attaches it through a VolumeAttachment (the
 // test plays the CSI driver's attacher and node plugin: csi_test.go).
 //
-// Two real nodes in one group; the workloads run on A. A Spot interruption
-// warning (instance-action "stop") for A is sent and A is powered off 2 s
-// later, before its pods could finish their 20 s shutdown; EC2 says the
-// instance stopped (moto's instance is stopped and the state-change
-// notification put on the bus). The Node stays, as it does for a stopped
-// instance.
+// Two real nodes in one group; the workloads run on A, their volumes
+// attached there (a VolumeAttachment each). A Spot interruption warning
+// (instance-action "stop") for A is sent and A is powered off 2 s later,
+// before its pods could finish their 20 s shutdown; EC2 says the instance
+// stopped (moto's instance is stopped and the state-change notifications
+// put on the bus). The Node stays, as it does for a stopped instance.
 //
-//   - without lifeboat: after harmWatch neither workload runs on B: the
-//     StatefulSet pod is never replaced while its Node exists, and the
-//     Deployment's pod is only deleted after the unreachable taint's 300 s
-//     toleration, then cannot get its volume while the old pod is stuck.
-//   - with lifeboat --out-of-service-taint: A is drained at the notice and
+//   - without lifeboat: after harmWatch neither workload runs on B and
+//     both old pods are still there: the StatefulSet pod is never replaced
+//     while its Node exists, and the Deployment's pod is only deleted after
+//     the unreachable taint's 300 s toleration, then cannot free its volume
+//     while the old pod is stuck.
+//   - lifeboat without --out-of-service-taint: A is drained at the notice,
+//     so both old pods are Terminating; after harmWatch they still are
+//     (their kubelet is gone) and neither workload runs on B.
+//   - lifeboat with --out-of-service-taint: drained at the notice and
 //     tainted out-of-service on the state-change notification; both
 //     replacements run on B within recoveryBound.
 func TestTimeToRecovery(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		lifeboat bool
+		flags    []string
 	}{
 		{name: "without lifeboat"},
-		{name: "with lifeboat", lifeboat: true},
+		{name: "lifeboat without the taint", lifeboat: true},
+		{name: "with lifeboat", lifeboat: true, flags: []string{"--out-of-service-taint"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t, worldOptions{lifeboat: c.lifeboat, flags: []string{"--out-of-service-taint"}, timeout: 6 * time.Minute})
+			recovers := len(c.flags) > 0
+			w := newWorld(t, worldOptions{lifeboat: c.lifeboat, flags: c.flags, timeout: 6 * time.Minute})
 			disk := startCSI(w.Ctx, t)
 			ids := w.CreateGroup("ttr", 2)
 			a, b := ids[0], ids[1]
@@ -80,6 +87,9 @@ func TestTimeToRecovery(t *testing.T) {
 					return ok
 				})
 			}
+			w.Eventually(30*time.Second, "both volumes attached to "+nodeA, func() bool {
+				return len(w.attachedTo(nodeA)) == 2
+			})
 			w.setUnschedulable(nodeB, false)
 
 			notice := time.Now()
@@ -92,7 +102,7 @@ func TestTimeToRecovery(t *testing.T) {
 			off := w.stop(a)
 
 			watch := recoveryBound
-			if !c.lifeboat {
+			if !recovers {
 				watch = harmWatch
 			}
 			tl := w.watchRecovery(off, off.Add(watch), nodeA, nodeB, map[string]types.UID{sts: old[sts], dep: old[dep]})
@@ -100,22 +110,27 @@ func TestTimeToRecovery(t *testing.T) {
 			for _, app := range []string{sts, dep} {
 				running, ok := tl.running[app]
 				switch {
-				case c.lifeboat && !ok:
+				case recovers && !ok:
 					t.Errorf("%s: no replacement Running on %s %v after the power-off", app, nodeB, recoveryBound)
-				case c.lifeboat:
-					t.Logf("TIME TO RECOVERY %s with lifeboat: %.1f s", app, running.Sub(off).Seconds())
+				case recovers:
+					t.Logf("TIME TO RECOVERY %s, %s: %.1f s", app, c.name, running.Sub(off).Seconds())
 				case ok:
-					t.Errorf("%s: replacement Running on %s %.1f s after the power-off without lifeboat; the harm is that it is not", app, nodeB, running.Sub(off).Seconds())
+					t.Errorf("%s: replacement Running on %s %.1f s after the power-off (%s); the harm is that it is not", app, nodeB, running.Sub(off).Seconds(), c.name)
 				default:
-					t.Logf("TIME TO RECOVERY %s without lifeboat: not recovered after %v (%s)", app, harmWatch, w.podStates(app))
+					t.Logf("TIME TO RECOVERY %s, %s: not recovered after %v (%s)", app, c.name, harmWatch, w.podStates(app))
+					p, present := w.pod(old[app])
+					if !present {
+						t.Errorf("%s: the old pod is gone after %v (%s); the harm is that it stays", app, harmWatch, c.name)
+					} else if drained := p.DeletionTimestamp != nil; drained != c.lifeboat {
+						t.Errorf("%s: the old pod Terminating = %t after %v (%s), want %t", app, drained, harmWatch, c.name, c.lifeboat)
+					}
 				}
 			}
-			if c.lifeboat {
-				if _, ok := tl.tainted(); !ok {
-					t.Errorf("%s never got %s", nodeA, outOfServiceTaint)
-				}
-			} else if _, ok := tl.tainted(); ok {
-				t.Errorf("%s got %s without lifeboat", nodeA, outOfServiceTaint)
+			if _, ok := tl.tainted(); ok != recovers {
+				t.Errorf("%s: %s on %s = %t, want %t", c.name, outOfServiceTaint, nodeA, ok, recovers)
+			}
+			if !recovers && len(w.attachedTo(nodeA)) != 2 {
+				t.Errorf("the volumes left %s after %v (%s); the harm is that they stay attached", nodeA, harmWatch, c.name)
 			}
 		})
 	}
@@ -262,6 +277,36 @@ func (w *world) runningPod(app, node string) (corev1.Pod, bool) {
 		}
 	}
 	return corev1.Pod{}, false
+}
+
+// pod returns the namespace's pod with uid, if it still exists.
+func (w *world) pod(uid types.UID) (corev1.Pod, bool) {
+	list, err := suite.Kube.Client.CoreV1().Pods(w.ns).List(w.Ctx, metav1.ListOptions{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if p.UID == uid {
+			return p, true
+		}
+	}
+	return corev1.Pod{}, false
+}
+
+// attachedTo returns the persistent volumes of the test's namespace that a
+// VolumeAttachment marks attached to node.
+func (w *world) attachedTo(node string) []string {
+	vas, err := suite.Kube.Client.StorageV1().VolumeAttachments().List(w.Ctx, metav1.ListOptions{})
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	var pvs []string
+	for _, va := range vas.Items {
+		if pv := va.Spec.Source.PersistentVolumeName; va.Spec.NodeName == node && va.Status.Attached && pv != nil && strings.HasPrefix(*pv, w.ns+"-") {
+			pvs = append(pvs, *pv)
+		}
+	}
+	return pvs
 }
 
 // podStates describes the app's pods: name, node, phase, Terminating.
