@@ -40,8 +40,9 @@ const (
 //
 // Two real nodes in one group; the workloads run on A, their volumes
 // attached there (a VolumeAttachment each). A Spot interruption warning
-// (instance-action "stop") for A is sent and A is powered off 2 s later,
-// before its pods could finish their 20 s shutdown; EC2 says the instance
+// (instance-action "stop") for A is sent and A is powered off 2 s later
+// (with lifeboat: once its drain began, if that is later), before its pods
+// could finish their 20 s shutdown; EC2 says the instance
 // stopped (moto's instance is stopped and the state-change notifications
 // put on the bus). The Node stays, as it does for a stopped instance.
 //
@@ -94,8 +95,15 @@ func TestTimeToRecovery(t *testing.T) {
 
 			notice := time.Now()
 			w.PutEvent(route.SourceEC2, route.SpotInterruption, notice, map[string]string{"instance-id": a, "instance-action": "stop"})
-			if c.lifeboat {
-				w.Eventually(2*time.Second, nodeA+" cordoned by lifeboat", func() bool { return w.Node(nodeA).Spec.Unschedulable })
+			if c.lifeboat { // the power-off comes once the drain began
+				w.Eventually(15*time.Second, nodeA+" cordoned and both pods evicted by lifeboat", func() bool {
+					for _, app := range []string{sts, dep} {
+						if p, ok := w.pod(old[app]); !ok || p.DeletionTimestamp == nil {
+							return false
+						}
+					}
+					return w.Node(nodeA).Spec.Unschedulable
+				})
 			}
 			time.Sleep(time.Until(notice.Add(2 * time.Second)))
 			plugin.Stop()
