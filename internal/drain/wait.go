@@ -119,6 +119,9 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 			gone(p.UID)
 		}
 	}
+	// leftAt ends the wait at now with the pods still waiting: left, and
+	// cut off with why.
+	leftAt := func(now time.Time) { res.left, res.cut = len(waiting), cutAll(waiting, now) }
 	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	deadlineDone := deadline.IsZero()
 	relist := relistBackoff
@@ -136,7 +139,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 			if rv == "" {
 				list, err := d.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
 				if err != nil {
-					res.left, res.cut = len(waiting), cutAll(waiting, d.clock.Now())
+					leftAt(d.clock.Now())
 					return res, fmt.Errorf("listing pods of node %s: %w", node, err)
 				}
 				present := map[types.UID]*corev1.Pod{}
@@ -166,7 +169,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				// saw a drain the Node's deletion canceled as its watch
 				// began report its terminating pod evicted and gone).
 				w = nil
-				res.left, res.cut = len(waiting), cutAll(waiting, d.clock.Now())
+				leftAt(d.clock.Now())
 				return res, fmt.Errorf("watching pods of node %s: %w", node, err)
 			}
 			watchStart = d.clock.Now()
@@ -179,8 +182,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		select {
 		case <-ctx.Done():
 			stopTimer(timer)
-			res.left = len(waiting)
-			res.cut = cutAll(waiting, d.clock.Now())
+			leftAt(d.clock.Now())
 			return res, ctx.Err()
 		case <-relistC:
 			relistC = nil
@@ -189,8 +191,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 			if !deadlineDone && !now.Before(deadline) {
 				deadlineDone = true
 				if !d.force {
-					res.left = len(waiting)
-					res.cut = cutAll(waiting, now)
+					leftAt(now)
 					return res, fmt.Errorf("draining node %s: %d of %d pods still there: %w", node, len(waiting), total, ErrDeadline)
 				}
 				d.forceDeleteAll(ctx, waiting, now, &res)

@@ -108,7 +108,6 @@ func (w *Work) Add(r drain.Result, end Ending) map[string]int {
 		// TestInstanceDiesMidShutdown saw a drain canceled at once by the
 		// Node's deletion drop the pod the drain before it had cut off).
 		m.Remaining, m.NotEvicted, m.Stuck, m.CutOff = r.Remaining, r.NotEvicted, r.Stuck, r.CutOff
-		m.Listed = true
 	}
 	m.Finished = addNew(m.Finished, r.Finished)
 	m.DeletedBlocked = addNew(m.DeletedBlocked, r.DeletedBlocked)
