@@ -84,8 +84,12 @@ type Config struct {
 	// DeleteBlockedPods deletes pods still blocked in time for their
 	// shutdown before a deadline AWS enforces.
 	DeleteBlockedPods bool
-	DeadlineMargin    time.Duration
-	EvictionBackoff   time.Duration
+	// ReplacementFirst gets a Deployment's last ready replicas replaced
+	// on another node before their eviction, when the deadline allows
+	// (internal/replace).
+	ReplacementFirst bool
+	DeadlineMargin   time.Duration
+	EvictionBackoff  time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration
