@@ -136,7 +136,7 @@ func ready(p *corev1.Pod) bool {
 // oneReplica creates a one-replica Deployment (the API's default
 // strategy) whose pods go to nodes labelled pool, and waits for its pod
 // Ready; it returns the Deployment as stored and the pod.
-func oneReplica(t *testing.T, ctx context.Context, ns, pool string) (*appsv1.Deployment, corev1.Pod) {
+func oneReplica(t *testing.T, ctx context.Context, ns, pool string, mut ...func(*appsv1.Deployment)) (*appsv1.Deployment, corev1.Pod) {
 	t.Helper()
 	labels := map[string]string{"app": "web"}
 	d := &appsv1.Deployment{
@@ -147,6 +147,9 @@ func oneReplica(t *testing.T, ctx context.Context, ns, pool string) (*appsv1.Dep
 				Spec: corev1.PodSpec{NodeSelector: map[string]string{"replace.lifeboat.test/pool": pool},
 					Containers: []corev1.Container{{Name: "web", Image: "web:1"}}},
 			}},
+	}
+	for _, m := range mut {
+		m(d)
 	}
 	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -198,20 +201,8 @@ func TestReplacementFirst(t *testing.T) {
 			other := env.Node(t, spec).Name // the capacity elsewhere
 			steps := timeline(t, ctx, ns)
 
-			client, err := kube.NewREST(rest.CopyConfig(env.Config))
-			if err != nil {
-				t.Fatal(err)
-			}
 			rec := &recorded{}
-			o := drain.Options{Backoff: 200 * time.Millisecond, Margin: 5 * time.Second, Recorder: rec}
-			if tt.first {
-				apps, err := replace.NewREST(env.Config)
-				if err != nil {
-					t.Fatal(err)
-				}
-				o.Replacer = replace.New(apps, client, clock.RealClock{}, quiet, replace.Options{Poll: 100 * time.Millisecond, Recorder: rec})
-			}
-			d := drain.New(client, clock.RealClock{}, quiet, o)
+			d := newDrainer(t, tt.first, rec)
 			if _, err := d.Cordon(ctx, old, nil, "spot-interruption", nil); err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +212,7 @@ func TestReplacementFirst(t *testing.T) {
 			}
 			// The replacement, if any, Ready before the drain's end or after.
 			var replacement corev1.Pod
-			err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 				l, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 				if err != nil {
 					return false, nil
@@ -271,6 +262,25 @@ func TestReplacementFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newDrainer is a drain as lifeboat makes it (--deadline-margin 5s), with
+// replacement first when first, recording its Events in rec.
+func newDrainer(t *testing.T, first bool, rec *recorded) *drain.Drainer {
+	t.Helper()
+	client, err := kube.NewREST(rest.CopyConfig(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := drain.Options{Backoff: 200 * time.Millisecond, Margin: 5 * time.Second, Recorder: rec}
+	if first {
+		apps, err := replace.NewREST(env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Replacer = replace.New(apps, client, clock.RealClock{}, quiet, replace.Options{Poll: 100 * time.Millisecond, Recorder: rec})
+	}
+	return drain.New(client, clock.RealClock{}, quiet, o)
 }
 
 func index(steps []step, s step) int {
