@@ -206,10 +206,12 @@ func TestReplacementFirst(t *testing.T) {
 			if _, err := d.Cordon(ctx, old, nil, "spot-interruption", nil); err != nil {
 				t.Fatal(err)
 			}
-			dl := drain.Deadline{At: time.Now().Add(2 * time.Minute), Enforced: true}
+			start := time.Now()
+			dl := drain.Deadline{At: start.Add(2 * time.Minute), Enforced: true}
 			if _, err := d.Drain(ctx, old, dl, nil); err != nil {
 				t.Fatalf("drain: %v", err)
 			}
+			t.Logf("the drain took %v", time.Since(start).Round(10*time.Millisecond))
 			// The replacement, if any, Ready before the drain's end or after.
 			var replacement corev1.Pod
 			err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
