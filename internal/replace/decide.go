@@ -142,7 +142,7 @@ func Decide(in Input) Decision {
 		return Decision{Reason: ReasonNoDeployment, Detail: "its ReplicaSet has no Deployment"}
 	}
 	d := in.Deployment
-	if !last(in) {
+	if replicas(d) == 0 || !last(in) { // scaled to zero: nothing to keep available
 		return Decision{Reason: ReasonNotLast}
 	}
 	skip := func(r Reason, detail string) Decision { return Decision{Reason: r, Detail: detail} }

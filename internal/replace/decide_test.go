@@ -152,6 +152,9 @@ func TestDecide(t *testing.T) {
 		{"a rollout already under way: no second restart", input(func(in *Input) {
 			in.Deployment.Spec.Template.Annotations = map[string]string{RestartedAt: "earlier"}
 		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Want: 1, Until: spot}},
+		{"scaled to zero: nothing to keep", input(func(in *Input) {
+			in.Deployment = deployment(0)
+		}), Decision{Reason: ReasonNotLast}},
 		{"a ReplicaSet without a Deployment", input(func(in *Input) { in.Deployment = nil }), Decision{Reason: ReasonNoDeployment}},
 	}
 	for _, tt := range tests {
