@@ -266,7 +266,8 @@ func TestReplacementFirst(t *testing.T) {
 	}
 }
 
-// newDrainer is a drain as lifeboat makes it (--deadline-margin 5s), with
+// newDrainer is a drain as lifeboat makes it (--deadline-margin 5s,
+// --delete-blocked-pods-before-deadline on), with
 // replacement first when first, recording its Events in rec.
 func newDrainer(t *testing.T, first bool, rec *recorded) *drain.Drainer {
 	t.Helper()
@@ -274,7 +275,7 @@ func newDrainer(t *testing.T, first bool, rec *recorded) *drain.Drainer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := drain.Options{Backoff: 200 * time.Millisecond, Margin: 5 * time.Second, Recorder: rec}
+	o := drain.Options{Backoff: 200 * time.Millisecond, Margin: 5 * time.Second, DeleteBlocked: true, Recorder: rec}
 	if first {
 		apps, err := replace.NewREST(env.Config)
 		if err != nil {
