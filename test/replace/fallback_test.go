@@ -108,7 +108,8 @@ func TestStatefulSetAndBarePodAsBefore(t *testing.T) {
 	old := env.Node(t, spec).Name
 	env.Node(t, spec) // capacity elsewhere: no reason to wait but the kind
 	labels := map[string]string{"app": "db"}
-	podSpec := corev1.PodSpec{NodeSelector: map[string]string{"replace.lifeboat.test/pool": pool},
+	// Pinned to the draining node: the scheduler may not choose.
+	podSpec := corev1.PodSpec{NodeSelector: map[string]string{"replace.lifeboat.test/pool": pool, "kubernetes.io/hostname": old},
 		Containers: []corev1.Container{{Name: "db", Image: "db:1"}}}
 	ss := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
