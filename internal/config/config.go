@@ -90,8 +90,12 @@ type Config struct {
 	// TerminatingCondition sets the Node condition lifeboat.io/Terminating
 	// while lifeboat drains the node.
 	TerminatingCondition bool
-	DeadlineMargin       time.Duration
-	EvictionBackoff      time.Duration
+	// ReplacementFirst gets a Deployment's last ready replicas replaced
+	// on another node before their eviction, when the deadline allows
+	// (internal/replace).
+	ReplacementFirst bool
+	DeadlineMargin   time.Duration
+	EvictionBackoff  time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

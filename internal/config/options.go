@@ -160,6 +160,8 @@ var options = []option{
 		bind: boolOpt(func(c *Config) *bool { return &c.AnnotatePods })},
 	{name: "terminating-condition", def: "false", usage: "when a drain begins, set the Node condition lifeboat.io/Terminating (status True, the reason and AWS's deadline; False when lifeboat uncordons the node) for other controllers to watch; one more request per drained node; needs nodes/status patch",
 		bind: boolOpt(func(c *Config) *bool { return &c.TerminatingCondition })},
+	{name: "replacement-first", modes: []Mode{ModeQueue}, def: "false", usage: "before evicting the last ready replicas of a Deployment (one replica; all its ready replicas on the node; a PodDisruptionBudget allowing no disruption), restart its rollout (the pod-template annotation kubectl rollout restart sets) and wait until a new pod is Ready on another node, when the deadline leaves the time a new pod needs (the Deployment's lifeboat.io/replacement-seconds annotation, else the slowest creation-to-Ready of its pods); else evict as today, with a Warning ReplacementSkipped; off for a Deployment annotated lifeboat.io/replacement-first=false; needs deployments get and patch, replicasets get (chart: replacementFirst; docs/replacement-first.md)",
+		bind: boolOpt(func(c *Config) *bool { return &c.ReplacementFirst })},
 	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",
