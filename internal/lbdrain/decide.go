@@ -2,11 +2,12 @@
 // Elastic Load Balancing v2 target groups no longer send it traffic: every
 // target group that lists the node's instance (instance targets) or one of
 // its pod IPs (IP targets) as anything but unused must let it go first,
-// bounded by AWS's deadline. Decide is the pure decision; Waiter looks at
-// the target groups (DescribeTargetGroups, DescribeTargetHealth) and
-// remembers the node's pod IPs from its cordon.
+// bounded by AWS's deadline. It holds the pure decision (Decide) and the
+// plain data of a wait's outcome, with the standard library only (the
+// controller, in the IMDS-only build too, uses them); package poll looks
+// at the target groups.
 //
-// It only reads: it never deregisters a target (the node's
+// Nothing here deregisters a target (the node's
 // node.kubernetes.io/exclude-from-external-load-balancers label and the
 // pods' eviction make their owners deregister them; docs/operations.md
 // says why), never records Events and never completes an action (package
@@ -156,4 +157,30 @@ func Describe(regs []Registration, max int) string {
 		parts = append(parts, r.String())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// Result is how a wait ended.
+type Result string
+
+const (
+	// NotHeld: no target group held the node.
+	NotHeld Result = "none"
+	// Drained: some did, and let it go before the bound.
+	Drained Result = "drained"
+	// NotDrained: the bound came first; the action is completed anyway.
+	NotDrained Result = "cut-short"
+	// Unknown: lifeboat may not read target groups (a denied call): it
+	// did not wait.
+	Unknown Result = "unknown"
+)
+
+// Results lists every Result (the metric's label values).
+var Results = []Result{NotHeld, Drained, NotDrained, Unknown}
+
+// Outcome is the end of a wait.
+type Outcome struct {
+	Result Result
+	Waited time.Duration
+	Held   []Registration // NotDrained: what still held the node
+	Err    error          // Unknown: the denial; NotDrained: the last failed look, if any
 }

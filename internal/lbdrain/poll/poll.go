@@ -1,4 +1,14 @@
-package lbdrain
+// Package poll looks at Elastic Load Balancing v2 target groups for
+// package lbdrain: it lists the instance and IP target groups
+// (DescribeTargetGroups, paged, the list reused for a minute), reads their
+// targets' health (DescribeTargetHealth, one call a group, an answer
+// reused by other nodes' waits for one poll), remembers a node's pod IPs
+// from its cordon, and waits until lbdrain.Decide releases the node.
+//
+// It only reads AWS and Kubernetes. It is apart from lbdrain so that the
+// controller (linked into the IMDS-only build) does not link the ELBv2
+// client.
+package poll
 
 import (
 	"context"
@@ -20,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/lbdrain"
 )
 
 // API is the part of the ELBv2 client the Waiter uses.
@@ -66,12 +77,12 @@ type Waiter struct {
 
 type group struct {
 	arn string
-	typ TargetType
+	typ lbdrain.TargetType
 }
 
 type healthEntry struct {
 	at   time.Time
-	regs []Registration
+	regs []lbdrain.Registration
 }
 
 // New returns a Waiter.
@@ -107,37 +118,11 @@ func (w *Waiter) Forget(node string) {
 	delete(w.noted, node)
 }
 
-// Result is how a wait ended.
-type Result string
-
-const (
-	// NotHeld: no target group held the node.
-	NotHeld Result = "none"
-	// Drained: some did, and let it go before the bound.
-	Drained Result = "drained"
-	// NotDrained: the bound came first; the action is completed anyway.
-	NotDrained Result = "cut-short"
-	// Unknown: lifeboat may not read target groups (a denied call): it
-	// did not wait.
-	Unknown Result = "unknown"
-)
-
-// Results lists every Result (the metric's label values).
-var Results = []Result{NotHeld, Drained, NotDrained, Unknown}
-
-// Outcome is the end of a wait.
-type Outcome struct {
-	Result Result
-	Waited time.Duration
-	Held   []Registration // NotDrained: what still held the node
-	Err    error          // Unknown: the denial; NotDrained: the last failed look, if any
-}
-
 // Wait looks at the target groups until none holds node (its instance
 // instanceID, its pod IPs from Note and those still on it, its
 // InternalIP), or until the bound until; waiting is called once, with the
 // first decision to hold. It returns only ctx's error.
-func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.Time, waiting func(Decision)) (Outcome, error) {
+func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.Time, waiting func(lbdrain.Decision)) (lbdrain.Outcome, error) {
 	start := w.clock.Now()
 	n, err := w.node(ctx, node, instanceID)
 	if err != nil {
@@ -145,7 +130,7 @@ func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.T
 	}
 	pending := map[string]group{} // target groups not yet known to hold nothing of n
 	listed := false
-	last := map[string][]Registration{}
+	last := map[string][]lbdrain.Registration{}
 	held := false
 	for {
 		var lookErr error
@@ -154,7 +139,7 @@ func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.T
 			if err == nil {
 				listed = true
 				for _, g := range groups {
-					if (g.typ == Instance && n.InstanceID != "") || (g.typ == IP && len(n.IPs) > 0) {
+					if (g.typ == lbdrain.Instance && n.InstanceID != "") || (g.typ == lbdrain.IP && len(n.IPs) > 0) {
 						pending[g.arn] = g
 					}
 				}
@@ -165,32 +150,32 @@ func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.T
 			lookErr = errors.Join(lookErr, w.look(ctx, n, pending, last))
 		}
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return lbdrain.Outcome{}, ctx.Err()
 		}
 		now := w.clock.Now()
 		if lookErr != nil && isAccessDenied(lookErr) {
-			return Outcome{Result: Unknown, Waited: now.Sub(start), Err: lookErr}, nil
+			return lbdrain.Outcome{Result: lbdrain.Unknown, Waited: now.Sub(start), Err: lookErr}, nil
 		}
-		var regs []Registration
+		var regs []lbdrain.Registration
 		for _, arn := range slices.Sorted(maps.Keys(last)) {
 			regs = append(regs, last[arn]...)
 		}
-		d := Decide(n, regs, now, until)
-		if d.Verdict == Release && lookErr != nil {
+		d := lbdrain.Decide(n, regs, now, until)
+		if d.Verdict == lbdrain.Release && lookErr != nil {
 			// A target group that could not be read may hold the node.
-			d.Verdict = Hold
+			d.Verdict = lbdrain.Hold
 			if !now.Before(until) {
-				d.Verdict = CutShort
+				d.Verdict = lbdrain.CutShort
 			}
 		}
 		switch d.Verdict {
-		case Release:
+		case lbdrain.Release:
 			if held {
-				return Outcome{Result: Drained, Waited: now.Sub(start)}, nil
+				return lbdrain.Outcome{Result: lbdrain.Drained, Waited: now.Sub(start)}, nil
 			}
-			return Outcome{Result: NotHeld}, nil
-		case CutShort:
-			return Outcome{Result: NotDrained, Waited: now.Sub(start), Held: d.Held, Err: lookErr}, nil
+			return lbdrain.Outcome{Result: lbdrain.NotHeld}, nil
+		case lbdrain.CutShort:
+			return lbdrain.Outcome{Result: lbdrain.NotDrained, Waited: now.Sub(start), Held: d.Held, Err: lookErr}, nil
 		}
 		if !held {
 			held = true
@@ -200,7 +185,7 @@ func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.T
 		}
 		select {
 		case <-ctx.Done():
-			return Outcome{}, ctx.Err()
+			return lbdrain.Outcome{}, ctx.Err()
 		case <-w.clock.After(min(w.o.Poll, until.Sub(now))):
 		}
 	}
@@ -210,10 +195,10 @@ func (w *Waiter) Wait(ctx context.Context, node, instanceID string, until time.T
 // a group that holds nothing of n (or is gone) leaves pending and last for
 // the rest of the wait: a node excluded from load balancers is not added
 // back. A group that could not be read stays, with what it said before.
-func (w *Waiter) look(ctx context.Context, n Node, pending map[string]group, last map[string][]Registration) error {
+func (w *Waiter) look(ctx context.Context, n lbdrain.Node, pending map[string]group, last map[string][]lbdrain.Registration) error {
 	type answer struct {
 		g    group
-		regs []Registration
+		regs []lbdrain.Registration
 		err  error
 	}
 	answers := make(chan answer, len(pending))
@@ -263,7 +248,7 @@ func (w *Waiter) targetGroups(ctx context.Context) ([]group, error) {
 			return nil, fmt.Errorf("describing target groups: %w", err)
 		}
 		for _, tg := range page.TargetGroups {
-			if t := TargetType(tg.TargetType); t == Instance || t == IP {
+			if t := lbdrain.TargetType(tg.TargetType); t == lbdrain.Instance || t == lbdrain.IP {
 				out = append(out, group{arn: aws.ToString(tg.TargetGroupArn), typ: t})
 			}
 		}
@@ -274,7 +259,7 @@ func (w *Waiter) targetGroups(ctx context.Context) ([]group, error) {
 
 // targetHealth lists a target group's targets, reusing an answer younger
 // than Poll (another node's wait asked for it).
-func (w *Waiter) targetHealth(ctx context.Context, g group) ([]Registration, error) {
+func (w *Waiter) targetHealth(ctx context.Context, g group) ([]lbdrain.Registration, error) {
 	now := w.clock.Now()
 	w.mu.Lock()
 	e, ok := w.health[g.arn]
@@ -286,9 +271,9 @@ func (w *Waiter) targetHealth(ctx context.Context, g group) ([]Registration, err
 	if err != nil {
 		return nil, fmt.Errorf("describing the target health of %s: %w", g.arn, err)
 	}
-	var regs []Registration
+	var regs []lbdrain.Registration
 	for _, d := range out.TargetHealthDescriptions {
-		r := Registration{TargetGroup: g.arn, Type: g.typ}
+		r := lbdrain.Registration{TargetGroup: g.arn, Type: g.typ}
 		if d.Target != nil {
 			r.ID, r.Port = aws.ToString(d.Target.Id), aws.ToInt32(d.Target.Port)
 		}
@@ -311,7 +296,7 @@ func (w *Waiter) targetHealth(ctx context.Context, g group) ([]Registration, err
 // node is what node is known as: its instance, the pod IPs noted at its
 // cordon and those of the pods still on it, and its InternalIPs (the
 // address of hostNetwork pods).
-func (w *Waiter) node(ctx context.Context, node, instanceID string) (Node, error) {
+func (w *Waiter) node(ctx context.Context, node, instanceID string) (lbdrain.Node, error) {
 	w.mu.Lock()
 	ips := slices.Clone(w.noted[node])
 	w.mu.Unlock()
@@ -325,7 +310,7 @@ func (w *Waiter) node(ctx context.Context, node, instanceID string) (Node, error
 			}
 		}
 	}
-	return Node{InstanceID: instanceID, IPs: ips}, errors.Join(err, gerr)
+	return lbdrain.Node{InstanceID: instanceID, IPs: ips}, errors.Join(err, gerr)
 }
 
 // podIPs lists the IPs of the pods on node.

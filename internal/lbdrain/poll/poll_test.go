@@ -1,4 +1,4 @@
-package lbdrain
+package poll
 
 import (
 	"context"
@@ -21,9 +21,14 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
+	"lifeboat.dev/lifeboat/internal/lbdrain"
 )
 
-const tgLambda = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/fn/1111111111111111"
+const (
+	tgA      = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/web/0123456789abcdef"
+	tgB      = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/api/fedcba9876543210"
+	tgLambda = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/fn/1111111111111111"
+)
 
 // fakeELB serves target groups two a page, and each group's targets as the
 // test sets them.
@@ -118,19 +123,19 @@ func world(t *testing.T) (*fakeELB, *fake.Clientset, *clocktesting.FakeClock, *W
 }
 
 type waitResult struct {
-	o   Outcome
+	o   lbdrain.Outcome
 	err error
 }
 
 // wait runs Wait; steps advances the clock by the poll once each time Wait
 // waits, calling each step's change first.
-func wait(t *testing.T, clk *clocktesting.FakeClock, w *Waiter, until time.Time, steps ...func()) (Outcome, []Decision) {
+func wait(t *testing.T, clk *clocktesting.FakeClock, w *Waiter, until time.Time, steps ...func()) (lbdrain.Outcome, []lbdrain.Decision) {
 	t.Helper()
 	var mu sync.Mutex
-	var waits []Decision
+	var waits []lbdrain.Decision
 	done := make(chan waitResult, 1)
 	go func() {
-		o, err := w.Wait(context.Background(), "ip-10-0-1-1", "i-0aaa", until, func(d Decision) {
+		o, err := w.Wait(context.Background(), "ip-10-0-1-1", "i-0aaa", until, func(d lbdrain.Decision) {
 			mu.Lock()
 			defer mu.Unlock()
 			waits = append(waits, d)
@@ -165,10 +170,10 @@ func TestWaitHoldsUntilTargetsGo(t *testing.T) {
 	api.set(tgB, target("10.0.1.5", 8080, types.TargetHealthStateEnumDraining), target("10.0.2.7", 8080, types.TargetHealthStateEnumHealthy))
 	o, waits := wait(t, clk, w, t0.Add(time.Minute),
 		func() { api.set(tgA, target("i-0aaa", 30080, types.TargetHealthStateEnumDraining)) },
-		func() { api.set(tgA) },                                                          // deregistration done: no longer listed
+		func() { api.set(tgA) }, // deregistration done: no longer listed
 		func() { api.set(tgB, target("10.0.1.5", 8080, types.TargetHealthStateEnumUnused)) }, // still listed, unused
 	)
-	if d := cmp.Diff(Outcome{Result: Drained, Waited: 15 * time.Second}, o); d != "" {
+	if d := cmp.Diff(lbdrain.Outcome{Result: lbdrain.Drained, Waited: 15 * time.Second}, o); d != "" {
 		t.Errorf("outcome (-want +got):\n%s", d)
 	}
 	if len(waits) != 1 || len(waits[0].Held) != 2 {
@@ -189,8 +194,8 @@ func TestWaitCutShortAtTheBound(t *testing.T) {
 	api, _, clk, w := world(t)
 	api.set(tgA, target("i-0aaa", 30080, types.TargetHealthStateEnumDraining))
 	o, waits := wait(t, clk, w, t0.Add(12*time.Second))
-	want := Outcome{Result: NotDrained, Waited: 15 * time.Second,
-		Held: []Registration{{TargetGroup: tgA, Type: Instance, ID: "i-0aaa", Port: 30080, State: "draining"}}}
+	want := lbdrain.Outcome{Result: lbdrain.NotDrained, Waited: 15 * time.Second,
+		Held: []lbdrain.Registration{{TargetGroup: tgA, Type: lbdrain.Instance, ID: "i-0aaa", Port: 30080, State: "draining"}}}
 	if d := cmp.Diff(want, o, cmp.Comparer(func(a, b error) bool { return (a == nil) == (b == nil) })); d != "" {
 		t.Errorf("outcome (-want +got):\n%s", d)
 	}
@@ -203,7 +208,7 @@ func TestWaitNotHeld(t *testing.T) {
 	api, _, clk, w := world(t)
 	api.set(tgA, target("i-0bbb", 30080, types.TargetHealthStateEnumHealthy))
 	o, waits := wait(t, clk, w, t0.Add(time.Minute))
-	if d := cmp.Diff(Outcome{Result: NotHeld}, o); d != "" {
+	if d := cmp.Diff(lbdrain.Outcome{Result: lbdrain.NotHeld}, o); d != "" {
 		t.Errorf("outcome (-want +got):\n%s", d)
 	}
 	if len(waits) != 0 {
@@ -215,8 +220,8 @@ func TestWaitDeniedDoesNotWait(t *testing.T) {
 	api, _, clk, w := world(t)
 	api.groupsErr = &smithy.GenericAPIError{Code: "AccessDenied", Message: "not authorized to perform: elasticloadbalancing:DescribeTargetGroups"}
 	o, _ := wait(t, clk, w, t0.Add(time.Minute))
-	if o.Result != Unknown || o.Err == nil || o.Waited != 0 {
-		t.Errorf("outcome %+v, want Unknown at once with the error", o)
+	if o.Result != lbdrain.Unknown || o.Err == nil || o.Waited != 0 {
+		t.Errorf("outcome %+v, want lbdrain.Unknown at once with the error", o)
 	}
 }
 
@@ -231,7 +236,7 @@ func TestWaitFailedLookHolds(t *testing.T) {
 			api.healthErr[tgA] = &smithy.GenericAPIError{Code: "Throttling", Message: "Rate exceeded"}
 		},
 	)
-	if o.Result != Drained || o.Waited != 10*time.Second {
+	if o.Result != lbdrain.Drained || o.Waited != 10*time.Second {
 		t.Errorf("outcome %+v, want drained after 10 s (the failed look held)", o)
 	}
 }
@@ -241,8 +246,10 @@ func TestWaitGroupGone(t *testing.T) {
 	api, _, clk, w := world(t)
 	api.set(tgA, target("i-0aaa", 30080, types.TargetHealthStateEnumHealthy))
 	o, _ := wait(t, clk, w, t0.Add(time.Minute),
-		func() { api.healthErr[tgA] = &smithy.GenericAPIError{Code: "TargetGroupNotFound", Message: "One or more target groups not found"} })
-	if o.Result != Drained || o.Waited != 5*time.Second {
+		func() {
+			api.healthErr[tgA] = &smithy.GenericAPIError{Code: "TargetGroupNotFound", Message: "One or more target groups not found"}
+		})
+	if o.Result != lbdrain.Drained || o.Waited != 5*time.Second {
 		t.Errorf("outcome %+v, want drained after 5 s", o)
 	}
 }
@@ -257,13 +264,13 @@ func TestWaitMatchesNotedPodIPsAndInternalIP(t *testing.T) {
 	}
 	api.set(tgB, target("10.0.1.5", 8080, types.TargetHealthStateEnumDraining), target("10.0.1.1", 9100, types.TargetHealthStateEnumHealthy))
 	o, waits := wait(t, clk, w, t0.Add(time.Minute), func() { api.set(tgB) })
-	if o.Result != Drained || len(waits) != 1 || len(waits[0].Held) != 2 {
+	if o.Result != lbdrain.Drained || len(waits) != 1 || len(waits[0].Held) != 2 {
 		t.Errorf("outcome %+v, waits %v: want both IPs held, then drained", o, waits)
 	}
 	w.Forget("ip-10-0-1-1")
 	api.set(tgB, target("10.0.1.5", 8080, types.TargetHealthStateEnumDraining))
 	clk.Step(time.Minute) // past the health cache
-	if o, _ := wait(t, clk, w, clk.Now().Add(time.Minute)); o.Result != NotHeld {
+	if o, _ := wait(t, clk, w, clk.Now().Add(time.Minute)); o.Result != lbdrain.NotHeld {
 		t.Errorf("after Forget, the gone pod's IP still matched: %+v", o)
 	}
 }
@@ -274,7 +281,7 @@ func TestTargetGroupsListedOnce(t *testing.T) {
 	api, _, clk, w := world(t)
 	api.set(tgA, target("i-0bbb", 30080, types.TargetHealthStateEnumHealthy))
 	for range 2 {
-		if o, _ := wait(t, clk, w, t0.Add(time.Minute)); o.Result != NotHeld {
+		if o, _ := wait(t, clk, w, t0.Add(time.Minute)); o.Result != lbdrain.NotHeld {
 			t.Fatalf("outcome %+v", o)
 		}
 	}
@@ -282,7 +289,7 @@ func TestTargetGroupsListedOnce(t *testing.T) {
 		t.Errorf("%d pages and %d target health calls, want 2 (one listing) and 1", api.pages, api.calls(tgA))
 	}
 	clk.Step(time.Minute)
-	if o, _ := wait(t, clk, w, clk.Now().Add(time.Minute)); o.Result != NotHeld {
+	if o, _ := wait(t, clk, w, clk.Now().Add(time.Minute)); o.Result != lbdrain.NotHeld {
 		t.Fatalf("outcome %+v", o)
 	}
 	if api.pages != 4 {
