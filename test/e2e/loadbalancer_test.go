@@ -51,20 +51,55 @@ func (o *lbOwner) run(t *testing.T, h *harness, c *elbv2.Client, arn, node, id s
 
 func (o *lbOwner) at() time.Time { o.mu.Lock(); defer o.mu.Unlock(); return o.deregistered }
 
-// targetState is the instance's state in the target group ("" when it is
-// no longer listed).
-func targetState(t *testing.T, ctx context.Context, c *elbv2.Client, arn, id string) string {
-	t.Helper()
-	out, err := c.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(arn)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range out.TargetHealthDescriptions {
-		if aws.ToString(d.Target.Id) == id {
-			return string(d.TargetHealth.State)
+// targetStates samples the instance's state in the target group every
+// 100 ms ("" when it is no longer listed), so that a test can tell what it
+// was when the action was completed (the instance's termination, right
+// after, changes it).
+type targetStates struct {
+	mu      sync.Mutex
+	samples []targetSample
+}
+
+type targetSample struct {
+	at    time.Time
+	state string
+}
+
+func (s *targetStates) run(t *testing.T, ctx context.Context, c *elbv2.Client, arn, id string) {
+	go func() {
+		for ctx.Err() == nil {
+			at := time.Now()
+			out, err := c.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(arn)})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("sampling the target's health: %v", err)
+				}
+				return
+			}
+			state := ""
+			for _, d := range out.TargetHealthDescriptions {
+				if aws.ToString(d.Target.Id) == id {
+					state = string(d.TargetHealth.State)
+				}
+			}
+			s.mu.Lock()
+			s.samples = append(s.samples, targetSample{at, state})
+			s.mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+}
+
+// at is the last state sampled at or before t.
+func (s *targetStates) at(t time.Time) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.samples) - 1; i >= 0; i-- {
+		if !s.samples[i].at.After(t) {
+			return s.samples[i].state, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // Issue 26 item 4: a terminate action's CONTINUE waits until no ELBv2
@@ -87,8 +122,8 @@ func TestLoadBalancersBeforeContinue(t *testing.T) {
 		want  string // harm, drained or cut-short
 		hook  int32  // heartbeat timeout, s
 	}{
-		{"harm: without the wait, CONTINUE while nobody took the target out (moto)", false, 0, never, nil, "harm", 30},
-		{"harm: without the wait, CONTINUE while the target drains (simulator)", true, 4, 0, []string{exclude}, "harm", 30},
+		{"harm: without the wait, CONTINUE while the target is healthy: nobody took it out (moto)", false, 0, never, nil, "healthy", 30},
+		{"harm: without the wait, CONTINUE while the target drains (simulator)", true, 4, 0, []string{exclude}, "draining", 30},
 		{"CONTINUE once the deregistration delay has passed (simulator)", true, 4, 0, []string{exclude, wait}, "drained", 30},
 		{"CONTINUE once the owner deregistered the target (moto)", false, 0, 3 * time.Second, []string{exclude, wait}, "drained", 30},
 		{"the deadline cuts the wait short (simulator)", true, 0, never, []string{exclude, wait, "--heartbeat-until", "4s", "--deadline-margin", "1s"}, "cut-short", 2},
@@ -113,6 +148,12 @@ func TestLoadBalancersBeforeContinue(t *testing.T) {
 			id := h.CreateGroup(group, 1)[0]
 			node := h.NodeName(id)
 			h.PutHook(group, "drain", terminating, tc.hook, "ABANDON")
+			// A pod whose shutdown takes 2 s: the drain takes that long, as
+			// the owner deregisters the target at the cordon.
+			ns := kube.Namespace(t)
+			if _, err := kube.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Name: testenv.UniqueName("web"), Node: node, ShutdownAfter: 2 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
 			tg, err := lb.CreateTargetGroup(h.Ctx, &elbv2.CreateTargetGroupInput{Name: aws.String(testenv.UniqueName("tg")),
 				Protocol: elbtypes.ProtocolEnumTcp, Port: aws.Int32(30080), VpcId: vpcs.Vpcs[0].VpcId, TargetType: elbtypes.TargetTypeEnumInstance})
 			if err != nil {
@@ -129,6 +170,8 @@ func TestLoadBalancersBeforeContinue(t *testing.T) {
 				Targets: []elbtypes.TargetDescription{{Id: aws.String(id)}}}); err != nil {
 				t.Fatal(err)
 			}
+			states := &targetStates{}
+			states.run(t, h.Ctx, lb, arn, id)
 			owner := &lbOwner{}
 			if tc.owner != never {
 				owner.run(t, h, lb, arn, node, id, tc.owner)
@@ -143,22 +186,25 @@ func TestLoadBalancersBeforeContinue(t *testing.T) {
 				a, ok = h.ActionFor(id, terminating)
 				return ok && !a.Active()
 			})
-			state := targetState(t, h.Ctx, lb, arn, id) // right after CONTINUE
+			state, ok := states.at(a.Completed) // when lifeboat completed the action
+			if !ok {
+				t.Fatal("no sample of the target's state before CONTINUE")
+			}
 			if a.CompletedBy != awssim.CompletedByAPI || a.Result != "CONTINUE" {
 				t.Fatalf("action ended by %s with %s; want lifeboat's CONTINUE", a.CompletedBy, a.Result)
 			}
 			dereg := owner.at()
 			switch tc.want {
-			case "harm":
+			case "healthy", "draining":
 				// The instance goes while the load balancer still sends it
 				// requests or holds its connections.
-				if state != "healthy" && state != "draining" {
-					t.Errorf("the target was %q right after CONTINUE; the harm this case shows is a healthy or draining one", state)
+				if state != tc.want {
+					t.Errorf("the target was %q at CONTINUE; the harm this case shows is a %s one", state, tc.want)
 				}
 				t.Logf("without the wait: CONTINUE with the target %s", state)
 			case "drained":
 				if state != "" {
-					t.Errorf("the target group still listed the instance (%s) after CONTINUE", state)
+					t.Errorf("the target group still listed the instance (%s) at CONTINUE", state)
 				}
 				if dereg.IsZero() {
 					t.Fatal("CONTINUE before the owner deregistered the target")
