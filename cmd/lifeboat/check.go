@@ -11,6 +11,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -124,5 +125,6 @@ func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error)
 	c.AutoScaling = autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"]) })
 	c.STS = sts.NewFromConfig(awsCfg, func(o *sts.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sts"]) })
 	c.EC2 = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
+	c.ELB = elbv2.NewFromConfig(awsCfg, func(o *elbv2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["elasticloadbalancing"]) })
 	return c, nil
 }

@@ -111,6 +111,7 @@ type Clients struct {
 	AutoScaling autoscalingAPI
 	STS         stsAPI
 	EC2         ec2API
+	ELB         elbAPI // Elastic Load Balancing v2 (--wait-for-load-balancers)
 	Kube        kubernetes.Interface
 	KubeErr     error
 	// KubeHost is shown in the Kubernetes result.

@@ -121,6 +121,9 @@ type Config struct {
 	// VolumeDetachTimeout bounds the wait for a node's VolumeAttachments
 	// to go before a terminate action is completed with CONTINUE.
 	VolumeDetachTimeout time.Duration
+	// WaitForLoadBalancers holds a terminate action's CONTINUE until no
+	// ELBv2 target group holds the node's instance or pod IPs.
+	WaitForLoadBalancers bool
 
 	// Scale-in protection of nodes running do-not-disrupt pods.
 	ScaleInProtection         bool

@@ -151,9 +151,12 @@ type Deps struct {
 	Notifier notifier          // nil: no notifications
 	Forecast forecastSource    // nil: no drain forecast
 	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes
-	Metrics  *metrics.Metrics
-	Clock    clock.WithTicker
-	Log      *slog.Logger
+	// LoadBalancers, if set, holds terminate actions until no ELBv2 target
+	// group holds the node (--wait-for-load-balancers).
+	LoadBalancers loadBalancers
+	Metrics       *metrics.Metrics
+	Clock         clock.WithTicker
+	Log           *slog.Logger
 }
 
 // Controller is lifeboat's per-node state machine.

@@ -91,6 +91,9 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
 			return err
 		}
+		if err := c.awaitLoadBalancers(ctx, w, p.Deadline); err != nil {
+			return err
+		}
 	}
 	if err := c.delayCompletion(ctx, w, p); err != nil {
 		return err

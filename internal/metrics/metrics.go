@@ -9,28 +9,29 @@ import (
 
 // Metrics holds the collectors. Register them with Register.
 type Metrics struct {
-	EventsReceived   *prometheus.CounterVec // source, kind
-	MessagesIgnored  *prometheus.CounterVec // reason
-	MessagesRejected *prometheus.CounterVec // reason
-	UnknownInstance  prometheus.Counter
-	Actions          *prometheus.CounterVec   // action, result
-	ActionDuration   *prometheus.HistogramVec // action
-	ToCordoned       *prometheus.HistogramVec // kind: signal sent -> node cordoned
-	ToDrained        *prometheus.HistogramVec // kind: signal sent -> node drained
-	Evictions        *prometheus.CounterVec   // result
-	LifecycleCalls   *prometheus.CounterVec   // call (heartbeat, complete, describe-hook), result
-	LifecycleLost    *prometheus.CounterVec   // transition (launch, terminate)
-	ReceiveErrors    prometheus.Counter
-	NodesInFlight    prometheus.Gauge
-	SourceHealthy    *prometheus.GaugeVec // source
-	Leader           prometheus.Gauge
-	Notifications    *prometheus.CounterVec // result
-	NotifyRetries    prometheus.Counter
-	KubeRequests     *prometheus.CounterVec // verb, resource
-	ForecastMisses   prometheus.Counter
-	ForecastOutcomes *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
-	GhostNodes       prometheus.Gauge
-	Replacements     *prometheus.CounterVec // result (ready, timeout, skipped, failed)
+	EventsReceived    *prometheus.CounterVec // source, kind
+	MessagesIgnored   *prometheus.CounterVec // reason
+	MessagesRejected  *prometheus.CounterVec // reason
+	UnknownInstance   prometheus.Counter
+	Actions           *prometheus.CounterVec   // action, result
+	ActionDuration    *prometheus.HistogramVec // action
+	ToCordoned        *prometheus.HistogramVec // kind: signal sent -> node cordoned
+	ToDrained         *prometheus.HistogramVec // kind: signal sent -> node drained
+	Evictions         *prometheus.CounterVec   // result
+	LifecycleCalls    *prometheus.CounterVec   // call (heartbeat, complete, describe-hook), result
+	LifecycleLost     *prometheus.CounterVec   // transition (launch, terminate)
+	ReceiveErrors     prometheus.Counter
+	NodesInFlight     prometheus.Gauge
+	SourceHealthy     *prometheus.GaugeVec // source
+	Leader            prometheus.Gauge
+	Notifications     *prometheus.CounterVec // result
+	NotifyRetries     prometheus.Counter
+	KubeRequests      *prometheus.CounterVec // verb, resource
+	ForecastMisses    prometheus.Counter
+	ForecastOutcomes  *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
+	GhostNodes        prometheus.Gauge
+	Replacements      *prometheus.CounterVec // result (ready, timeout, skipped, failed)
+	LoadBalancerWaits *prometheus.CounterVec // result (none, drained, cut-short, unknown)
 }
 
 // New returns fresh collectors.
@@ -84,6 +85,8 @@ func New() *Metrics {
 			Help: "Nodes lifeboat cordoned whose instance EC2 said is terminated and that are still there --ghost-node-after later (queue mode, the leader)."}),
 		Replacements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_replacements_total",
 			Help: "Deployments whose last ready replicas on a draining node were to be replaced first (--replacement-first), by result: ready (a new pod Ready elsewhere before the eviction), timeout (not by the deadline), skipped (no time, or a strategy that would not wait), failed (an API error)."}, []string{"result"}),
+		LoadBalancerWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_load_balancer_waits_total",
+			Help: "Terminate actions held for ELBv2 target groups (--wait-for-load-balancers), by result: none (no target group held the node), drained, cut-short (the deadline came first), unknown (target groups could not be read)."}, []string{"result"}),
 	}
 }
 
@@ -93,7 +96,8 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	m.startAtZero()
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes, m.Replacements} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes,
+		m.Replacements, m.LoadBalancerWaits} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
