@@ -84,6 +84,9 @@ type Config struct {
 	// DeleteBlockedPods deletes pods still blocked in time for their
 	// shutdown before a deadline AWS enforces.
 	DeleteBlockedPods bool
+	// StopDaemonSetPods stops every DaemonSet pod (not only those that
+	// opt in) after the drain for a terminate action, before CONTINUE.
+	StopDaemonSetPods bool
 	DeadlineMargin    time.Duration
 	EvictionBackoff   time.Duration
 	// Node actions (aws-node-termination-handler's options; see
