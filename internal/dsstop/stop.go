@@ -149,6 +149,13 @@ func (s *Stopper) Stop(ctx context.Context, node string, deadline time.Time) (Re
 			return res, err
 		}
 	}
+	// A DaemonSet puts a pod back within moments of its pod's deletion:
+	// one more poll gives it the time to show before CONTINUE.
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-s.clock.After(poll):
+	}
 	if pods, err := s.list(ctx, node); err == nil {
 		s.recreated(node, pods, w, &res)
 	}

@@ -29,7 +29,14 @@ func TestDaemonSetPodStoppedBeforeScaleIn(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		optIn bool
-	}{{"not opted in: killed by the power-off (the harm)", false}, {"opted in: stopped before CONTINUE", true}} {
+		// tolerateAll: the DaemonSet tolerates every taint, lifeboat's
+		// too, so it puts a new pod on the node at once.
+		tolerateAll bool
+	}{
+		{name: "not opted in: killed by the power-off (the harm)"},
+		{name: "opted in: stopped before CONTINUE", optIn: true},
+		{name: "opted in, tolerating every taint: stopped once, its new pod reported", optIn: true, tolerateAll: true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOptions{lifeboat: true})
 			group := testenv.UniqueName("ds")
@@ -38,7 +45,7 @@ func TestDaemonSetPodStoppedBeforeScaleIn(t *testing.T) {
 			web := w.workload("web", id, 0, time.Second, 30*time.Second)
 			shipper := w.workload("shipper", id, 0, 4*time.Second, 30*time.Second)
 			startWorkloads(w.Ctx, t, web)
-			w.startDaemonSet(shipper, tc.optIn)
+			w.startDaemonSet(shipper, tc.optIn, tc.tolerateAll)
 
 			start := time.Now()
 			w.setDesired(group, 0)
@@ -62,6 +69,16 @@ func TestDaemonSetPodStoppedBeforeScaleIn(t *testing.T) {
 				}
 				return
 			}
+			if tc.tolerateAll {
+				// The record holds the stopped pod's life and then its
+				// successor's, cut off by the power-off (the same name).
+				if n := w.Lifeboat.CountLogs(`"msg":"`+dsstop.ReasonRecreated+`"`, "shipper"); n != 1 {
+					t.Errorf("lifeboat logged %d %s naming the shipper, want 1", n, dsstop.ReasonRecreated)
+				}
+				if n := rec.Count(testenv.WorkloadSIGTERM); n != 1 {
+					t.Errorf("SIGTERM recorded %d times, want once: the new pod is not stopped again (record: %s)", n, rec)
+				}
+			}
 			assertGracefulShutdown(t, rec, shipper)
 			term, _ := rec.At(testenv.WorkloadSIGTERM)
 			exit, ok := rec.At(testenv.WorkloadExit)
@@ -82,7 +99,7 @@ func TestDaemonSetPodStoppedBeforeScaleIn(t *testing.T) {
 // startDaemonSet runs s as the pod of a DaemonSet on s.Node alone (the
 // pod name in its record stays s.Name) and waits until it has recorded
 // that it is ready.
-func (w *world) startDaemonSet(s testenv.WorkloadSpec, optIn bool) {
+func (w *world) startDaemonSet(s testenv.WorkloadSpec, optIn, tolerateAll bool) {
 	w.T.Helper()
 	pod := testenv.WorkloadPod(s)
 	pod.Spec.NodeName = ""
@@ -91,6 +108,9 @@ func (w *world) startDaemonSet(s testenv.WorkloadSpec, optIn bool) {
 			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{s.Node}}}}}}}}
 	if optIn {
 		pod.Annotations = map[string]string{dsstop.AnnotationStop: "true"}
+	}
+	if tolerateAll {
+		pod.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 	}
 	labels := map[string]string{"app": s.Name}
 	pod.Labels = labels
