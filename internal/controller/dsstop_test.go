@@ -68,12 +68,23 @@ func TestDaemonSetPodsStoppedAfterOtherPodsBeforeContinue(t *testing.T) {
 			client := fake.NewClientset(readyNode("node-a", instA), web, shipper)
 			pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 			// The API server accepts each eviction; the kubelet removes
-			// the pod 200 ms later.
+			// the pod 200 ms later. A drain planned again (the hook read
+			// gives it a deadline) may evict a pod being evicted again:
+			// only the first eviction of a pod is a step.
+			var mu sync.Mutex
+			asked := map[string]bool{}
 			client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				if a.GetSubresource() != "eviction" {
 					return false, nil, nil
 				}
 				ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+				mu.Lock()
+				again := asked[ev.Name]
+				asked[ev.Name] = true
+				mu.Unlock()
+				if again {
+					return true, nil, nil
+				}
 				order.add("evict ns/" + ev.Name)
 				go func() {
 					time.Sleep(200 * time.Millisecond)
