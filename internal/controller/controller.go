@@ -146,12 +146,13 @@ type Deps struct {
 	Notifier notifier          // nil: no notifications
 	Forecast forecastSource    // nil: no drain forecast
 	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes
+	Metrics  *metrics.Metrics
+	Clock    clock.WithTicker
+	Log      *slog.Logger
+
 	// DaemonSets, after a drain for terminate actions, stops the node's
 	// opted-in DaemonSet pods before CONTINUE; nil: they are left.
 	DaemonSets daemonSetStopper
-	Metrics    *metrics.Metrics
-	Clock      clock.WithTicker
-	Log        *slog.Logger
 }
 
 // Controller is lifeboat's per-node state machine.
