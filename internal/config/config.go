@@ -94,8 +94,11 @@ type Config struct {
 	// on another node before their eviction, when the deadline allows
 	// (internal/replace).
 	ReplacementFirst bool
-	DeadlineMargin   time.Duration
-	EvictionBackoff  time.Duration
+	// StopDaemonSetPods stops every DaemonSet pod (not only those that
+	// opt in) after the drain for a terminate action, before CONTINUE.
+	StopDaemonSetPods bool
+	DeadlineMargin    time.Duration
+	EvictionBackoff   time.Duration
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

@@ -157,6 +157,10 @@ type Deps struct {
 	Metrics       *metrics.Metrics
 	Clock         clock.WithTicker
 	Log           *slog.Logger
+
+	// DaemonSets, after a drain for terminate actions, stops the node's
+	// opted-in DaemonSet pods before CONTINUE; nil: they are left.
+	DaemonSets daemonSetStopper
 }
 
 // Controller is lifeboat's per-node state machine.
