@@ -1,0 +1,74 @@
+package kubeletshutdown
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Fetch reads a node's kubelet /configz, e.g. through the API server's
+// node proxy (GET /api/v1/nodes/<name>/proxy/configz, which needs nodes/proxy get).
+type Fetch func(ctx context.Context, node string) ([]byte, error)
+
+// readTimeout bounds one read: a drain waits for it.
+const readTimeout = 2 * time.Second
+
+// cacheMost bounds the cache; past it the cache starts again (nodes come
+// and go, their names are not reused for long).
+const cacheMost = 10000
+
+// Reader reads each node's verdict once and keeps it: a kubelet's
+// configuration changes only with a restart, and a node lives shorter than
+// the reason to read it again.
+type Reader struct {
+	fetch Fetch
+	mu    sync.Mutex
+	cache map[string]result
+}
+
+type result struct {
+	v   Verdict
+	err error
+}
+
+// NewReader returns a Reader that reads through fetch.
+func NewReader(fetch Fetch) *Reader { return &Reader{fetch: fetch, cache: map[string]result{}} }
+
+// Verdict returns the node's verdict, read at the first call for the node
+// (bounded by two seconds) and kept, its error too: a node whose kubelet
+// could not be read is planned without its window, not read at every
+// event.
+func (r *Reader) Verdict(ctx context.Context, node string) (Verdict, error) {
+	r.mu.Lock()
+	res, ok := r.cache[node]
+	r.mu.Unlock()
+	if ok {
+		return res.v, res.err
+	}
+	res = r.read(ctx, node)
+	if ctx.Err() != nil {
+		return res.v, res.err // canceled: not the node's answer, not kept
+	}
+	r.mu.Lock()
+	if len(r.cache) >= cacheMost {
+		r.cache = map[string]result{}
+	}
+	r.cache[node] = res
+	r.mu.Unlock()
+	return res.v, res.err
+}
+
+func (r *Reader) read(ctx context.Context, node string) result {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	b, err := r.fetch(ctx, node)
+	if err != nil {
+		return result{err: fmt.Errorf("reading the kubelet configuration of node %s: %w", node, err)}
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return result{err: fmt.Errorf("node %s: %w", node, err)}
+	}
+	return result{v: c.Verdict()}
+}
