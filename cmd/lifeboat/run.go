@@ -21,6 +21,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/imdsflow"
 	"lifeboat.dev/lifeboat/internal/kevents"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kubeletshutdown"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
@@ -179,6 +180,10 @@ func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 			DeleteBlocked: a.cfg.DeleteBlockedPods}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
+	}
+	if a.cfg.PlanWithKubeletShutdown {
+		// Reads on the forecast's lane: never in the way of an eviction.
+		d.Kubelet = kubeletshutdown.NewReader(kubeletshutdown.ProxyFetch(a.kube.forecast.CoreREST()))
 	}
 	return d
 }

@@ -146,6 +146,7 @@ type Deps struct {
 	Notifier notifier          // nil: no notifications
 	Forecast forecastSource    // nil: no drain forecast
 	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes
+	Kubelet  kubeletShutdown   // nil: drains work to AWS's deadline (--plan-with-kubelet-shutdown off)
 	Metrics  *metrics.Metrics
 	Clock    clock.WithTicker
 	Log      *slog.Logger

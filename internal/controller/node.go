@@ -211,7 +211,7 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	if !p.Drain {
 		return p.Waiting, nil
 	}
-	return p.Waiting, c.drain(ctx, w, p)
+	return p.Waiting, c.drain(ctx, w, c.withKubeletShutdown(ctx, w, evs, p))
 }
 
 // reasonCordoned is the Event reason of a node cordoned and tainted.

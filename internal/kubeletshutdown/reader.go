@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // Fetch reads a node's kubelet /configz, e.g. through the API server's
@@ -71,4 +73,13 @@ func (r *Reader) read(ctx context.Context, node string) result {
 		return result{err: fmt.Errorf("node %s: %w", node, err)}
 	}
 	return result{v: c.Verdict()}
+}
+
+// ProxyFetch reads /configz through the API server's node proxy with
+// core, a REST client of the core API group (a clientset's
+// CoreV1().RESTClient()): GET /api/v1/nodes/<name>/proxy/configz.
+func ProxyFetch(core rest.Interface) Fetch {
+	return func(ctx context.Context, node string) ([]byte, error) {
+		return core.Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
+	}
 }

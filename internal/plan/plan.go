@@ -98,8 +98,18 @@ func (p Plan) PodDeadline() time.Time {
 // terminate action's end) leaves the plan unchanged, as does ordinary <=
 // 0. Pure: the caller reads the kubelet's configuration.
 func WithKubeletShutdown(p Plan, events []event.Event, ordinary time.Duration) Plan {
-	if ordinary <= 0 || p.Deadline.IsZero() || !p.Enforced || p.Reason != event.SpotInterruption {
-		return p
+	if ordinary > 0 && KubeletShutdownApplies(p, events) {
+		p.KubeletWindow = ordinary
+	}
+	return p
+}
+
+// KubeletShutdownApplies reports whether WithKubeletShutdown would move
+// p's pod deadline given a window: the caller reads the kubelet's
+// configuration only then.
+func KubeletShutdownApplies(p Plan, events []event.Event) bool {
+	if p.Deadline.IsZero() || !p.Enforced || p.Reason != event.SpotInterruption {
+		return false
 	}
 	spot := false
 	for _, e := range events {
@@ -107,14 +117,11 @@ func WithKubeletShutdown(p Plan, events []event.Event, ordinary time.Duration) P
 			continue
 		}
 		if e.Kind != event.SpotInterruption {
-			return p
+			return false
 		}
 		spot = true
 	}
-	if spot {
-		p.KubeletWindow = ordinary
-	}
-	return p
+	return spot
 }
 
 // severity orders kinds: the most severe due kind names the plan.
