@@ -55,6 +55,9 @@ syncFrequency: 10s
 maxPods: 30
 serializeImagePulls: false
 `, port, healthz, n.Socket, n.cgroup("pods"), n.ProviderID, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"))
+	if n.o.KubeletConfig != "" {
+		cfg += strings.TrimRight(n.o.KubeletConfig, "\n") + "\n"
+	}
 	return os.WriteFile(filepath.Join(n.Dir, "kubelet.yaml"), []byte(cfg), 0o644)
 }
 

@@ -33,6 +33,9 @@ type RealNodeOptions struct {
 	Images map[string]string
 	// ReadyTimeout bounds the wait for the node to be Ready; default 90 s.
 	ReadyTimeout time.Duration
+	// KubeletConfig are KubeletConfiguration fields (YAML lines) added to
+	// the node's kubelet configuration, e.g. "shutdownGracePeriod: 150s".
+	KubeletConfig string
 	// Netns, when set, is the node's network, as an EC2 instance's is its
 	// own: its containerd and kubelet run in it (Netns.Enter), and so do
 	// its host-network pods and its pod network's bridge; the kubelet

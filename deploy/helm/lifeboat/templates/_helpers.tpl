@@ -116,6 +116,9 @@ refuses the others). */}}
 {{- if eq .Values.deleteBlockedPodsBeforeDeadline false }}
 {{- include "lifeboat.flag" (list "delete-blocked-pods-before-deadline" false) }}
 {{- end }}
+{{- if .Values.planWithKubeletShutdown }}
+{{- include "lifeboat.flag" (list "plan-with-kubelet-shutdown" true) }}
+{{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
 {{- include "lifeboat.flag" (list "log-level" .Values.logLevel) }}
