@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/kubeletshutdown"
@@ -69,6 +70,49 @@ func TestSpotDrainPlansWithTheKubeletWindow(t *testing.T) {
 			}
 			if tt.kubelet != nil && tt.kubelet.reads["node-a"] != 1 {
 				t.Errorf("kubelet read %d times, want once", tt.kubelet.reads["node-a"])
+			}
+		})
+	}
+}
+
+// The forecast works to the same deadline as the drain: a pod with 200 s
+// of grace (--pod-grace-period) whose 150 s
+// preStop sleep cannot fit the Spot notice is a certain miss, and with the
+// kubelet's 2 min window after the notice it is not.
+func TestForecastPlansWithTheKubeletWindow(t *testing.T) {
+	tests := []struct {
+		name    string
+		kubelet *fakeKubelet
+		want    int // DrainForecastMiss Events on the node
+	}{
+		{"option off", nil, 1},
+		{"kubelet window 2m", &fakeKubelet{verdicts: map[string]kubeletshutdown.Verdict{"node-a": {State: kubeletshutdown.Configured, Total: 150 * time.Second, Ordinary: 2 * time.Minute, Critical: 30 * time.Second}}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Now()
+			clk := clocktesting.NewFakeClock(now)
+			rec, src := &refRecorder{}, &pdbSource{allowed: 1, podGrace: 200 * time.Second, sleep: 150 * time.Second}
+			d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
+			deps := Deps{Drainer: d, Recorder: rec, Forecast: src, Clock: clk}
+			if tt.kubelet != nil {
+				tt.kubelet.reads = map[string]int{}
+				deps.Kubelet = tt.kubelet
+			}
+			c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, deps,
+				Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, DeadlineMargin: 5 * time.Second})
+			spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
+			c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
+			waitFor(t, "the first forecast", func() bool { return src.n() >= 1 })
+			if tt.want > 0 {
+				waitFor(t, "the miss on the node", func() bool { return rec.count("Node /node-a DrainForecastMiss") == tt.want })
+			} else {
+				waitFor(t, "the refresh to wait", clk.HasWaiters)
+			}
+			close(d.release)
+			settled(t, c)
+			if got := rec.count("Node /node-a DrainForecastMiss"); got != tt.want {
+				t.Errorf("DrainForecastMiss Events on the node = %d, want %d", got, tt.want)
 			}
 		})
 	}

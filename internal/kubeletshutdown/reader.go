@@ -3,9 +3,12 @@ package kubeletshutdown
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 )
 
@@ -80,6 +83,15 @@ func (r *Reader) read(ctx context.Context, node string) result {
 // CoreV1().RESTClient()): GET /api/v1/nodes/<name>/proxy/configz.
 func ProxyFetch(core rest.Interface) Fetch {
 	return func(ctx context.Context, node string) ([]byte, error) {
-		return core.Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").DoRaw(ctx)
+		// JSON: /configz is JSON, and the API server's own failures (a
+		// Status) then decode into a readable error.
+		b, err := core.Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("configz").
+			SetHeader("Accept", "application/json").DoRaw(ctx)
+		if err != nil && len(b) > 0 && utf8.Valid(b) && !apierrors.IsForbidden(err) && !strings.Contains(err.Error(), string(b)) {
+			// The proxy's own answer says why (e.g. the kubelet cannot be
+			// dialed), which the generic error leaves out.
+			return nil, fmt.Errorf("%w: %s", err, truncate(strings.TrimSpace(string(b)), 200))
+		}
+		return b, err
 	}
 }
