@@ -26,7 +26,7 @@ var nodeGroupLabels = []string{"eks.amazonaws.com/nodegroup", "karpenter.sh/node
 const kubeletRow = "kubelet graceful shutdown"
 
 // notConfirmed says what the configuration cannot show.
-const notConfirmed = "configured, not confirmed active: the kubelet watches for the shutdown only on Linux with systemd-logind, through a delay inhibitor lock that logind's InhibitDelayMaxSec must allow for the whole period; it raises that itself and, when it cannot, logs \"Failed to start node shutdown manager\" and goes on: the API shows nothing of it until a shutdown (the node's NodeShutdown Event, Ready false \"node is shutting down\"); on a node, systemd-inhibit --list shows the kubelet's lock"
+const notConfirmed = "configured, not confirmed active: the kubelet watches for the shutdown only on Linux with systemd-logind, through a delay inhibitor lock that logind's InhibitDelayMaxSec must allow for the whole period; it raises that itself and, when it cannot, logs \"Failed to start node shutdown manager\" and goes on: the API shows nothing of it until a shutdown (a Shutdown Event on the Node, Ready false \"node is shutting down\"); on a node, systemd-inhibit --list shows the kubelet's lock"
 
 // sampledNode is a node check reads the kubelet of.
 type sampledNode struct{ name, group string }

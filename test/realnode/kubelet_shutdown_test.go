@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,10 +26,13 @@ import (
 func TestCheckReadsKubeletShutdown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	graceful := testenv.StartRealNode(t, suite.Kube, testenv.RealNodeOptions{Images: suite.Images,
+	// The API server's node proxy dials the node's InternalIP, and never
+	// a loopback address: the kubelets serve on one of this machine's own.
+	addr := machineAddress(t)
+	graceful := testenv.StartRealNode(t, suite.Kube, testenv.RealNodeOptions{Images: suite.Images, KubeletAddress: addr,
 		Labels:        map[string]string{"eks.amazonaws.com/nodegroup": "graceful"},
 		KubeletConfig: "shutdownGracePeriod: 150s\nshutdownGracePeriodCriticalPods: 30s"})
-	plain := testenv.StartRealNode(t, suite.Kube, testenv.RealNodeOptions{Images: suite.Images,
+	plain := testenv.StartRealNode(t, suite.Kube, testenv.RealNodeOptions{Images: suite.Images, KubeletAddress: addr,
 		Labels: map[string]string{"eks.amazonaws.com/nodegroup": "plain"}})
 
 	cmd := exec.CommandContext(ctx, suite.Lifeboat, "check", "--output", "json", "--mode", "imds", "--node-name", graceful.Name,
@@ -97,4 +101,21 @@ func TestCheckReadsKubeletShutdown(t *testing.T) {
 	if strings.Contains(pl, "Creating node shutdown manager") {
 		t.Errorf("the kubelet without shutdownGracePeriod created a shutdown manager")
 	}
+}
+
+// machineAddress is one of this machine's IPv4 addresses that is not a
+// loopback or link-local one.
+func machineAddress(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("no non-loopback IPv4 address on this machine: %v", addrs)
+	return ""
 }

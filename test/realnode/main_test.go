@@ -22,7 +22,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.SuiteMain(m, "realnode", testenv.SuiteOptions{
 		// kwok manages only the nodes a test creates with Env.CreateNode
 		// (the rollout's burst); the real nodes are the kubelets'.
-		Kube:   testenv.Options{},
+		// The node proxy dials a node's InternalIP before its Hostname,
+		// as kubeadm's API server does (the Hostname resolves nowhere here).
+		Kube:   testenv.Options{APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}},
 		Moto:   true,
 		Images: true,
 	}, func(s *testenv.Suite) { suite = s }))
