@@ -30,7 +30,9 @@ hooks of the cluster's groups, the IAM permissions, the Kubernetes API and
 RBAC (docs/operations.md); then review the cluster for what would make a
 drain miss its deadline: PodDisruptionBudgets allowing no disruption now,
 grace periods longer than the Spot notice or an unheartbeated hook's
-timeout (docs/forecast.md). Exits 1 when a check fails.
+timeout (docs/forecast.md); and read sampled nodes' kubelet configuration
+through the node proxy for graceful node shutdown (nodes/proxy get;
+docs/kubelet-shutdown.md). Exits 1 when a check fails.
 
 `
 

@@ -99,6 +99,12 @@ type Config struct {
 	StopDaemonSetPods bool
 	DeadlineMargin    time.Duration
 	EvictionBackoff   time.Duration
+
+	// PlanWithKubeletShutdown plans a Spot drain with the window the
+	// node's kubelet graceful shutdown gives pods after the notice's end
+	// (read through the node proxy: nodes/proxy get).
+	PlanWithKubeletShutdown bool
+
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration

@@ -154,6 +154,7 @@ type Deps struct {
 	// LoadBalancers, if set, holds terminate actions until no ELBv2 target
 	// group holds the node (--wait-for-load-balancers).
 	LoadBalancers loadBalancers
+	Kubelet       kubeletShutdown // nil: drains work to AWS's deadline (--plan-with-kubelet-shutdown off)
 	Metrics       *metrics.Metrics
 	Clock         clock.WithTicker
 	Log           *slog.Logger

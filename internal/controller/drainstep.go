@@ -38,7 +38,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	var pmu sync.Mutex
 	blocked := 0
 	draining := func(total int) {
-		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtDeadline(p.Deadline)))
+		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtPlanDeadline(p)))
 	}
 	progress := func(pr drain.Progress) {
 		pmu.Lock()

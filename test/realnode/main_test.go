@@ -25,8 +25,11 @@ func TestMain(m *testing.M) {
 		// (the rollout's burst); the real nodes are the kubelets'. The
 		// volume controllers bind and attach TestTimeToRecovery's CSI
 		// volumes.
+		// The node proxy dials a node's InternalIP before its Hostname,
+		// as kubeadm's API server does (the Hostname resolves nowhere here).
 		Kube: testenv.Options{Controllers: append(slices.Clone(testenv.DefaultControllers),
-			"persistentvolume-binder-controller", "persistentvolume-attach-detach-controller")},
+			"persistentvolume-binder-controller", "persistentvolume-attach-detach-controller"),
+			APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}},
 		Moto:   true,
 		Images: true,
 	}, func(s *testenv.Suite) { suite = s }))
