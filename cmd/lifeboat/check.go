@@ -11,6 +11,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -29,7 +30,9 @@ hooks of the cluster's groups, the IAM permissions, the Kubernetes API and
 RBAC (docs/operations.md); then review the cluster for what would make a
 drain miss its deadline: PodDisruptionBudgets allowing no disruption now,
 grace periods longer than the Spot notice or an unheartbeated hook's
-timeout (docs/forecast.md). Exits 1 when a check fails.
+timeout (docs/forecast.md); and read sampled nodes' kubelet configuration
+through the node proxy for graceful node shutdown (nodes/proxy get;
+docs/kubelet-shutdown.md). Exits 1 when a check fails.
 
 `
 
@@ -124,5 +127,6 @@ func checkClients(ctx context.Context, cfg config.Config) (check.Clients, error)
 	c.AutoScaling = autoscaling.NewFromConfig(awsCfg, func(o *autoscaling.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["autoscaling"]) })
 	c.STS = sts.NewFromConfig(awsCfg, func(o *sts.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["sts"]) })
 	c.EC2 = ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })
+	c.ELB = elbv2.NewFromConfig(awsCfg, func(o *elbv2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["elasticloadbalancing"]) })
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"lifeboat.dev/lifeboat/internal/config"
@@ -25,7 +26,7 @@ func TestCheckReachesAWSAsRunDoes(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", t.TempDir()+"/none")
 	cfg := config.Config{Mode: config.ModeQueue, Region: "eu-west-1", Kubeconfig: t.TempDir() + "/none",
-		Endpoints: map[string]string{"sqs": "http://127.0.0.1:1", "autoscaling": "http://127.0.0.1:2"}}
+		Endpoints: map[string]string{"sqs": "http://127.0.0.1:1", "autoscaling": "http://127.0.0.1:2", "elasticloadbalancing": "http://127.0.0.1:3"}}
 	run, err := loadAWS(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,9 @@ func TestCheckReachesAWSAsRunDoes(t *testing.T) {
 	}
 	if a := c.AutoScaling.(*autoscaling.Client).Options().BaseEndpoint; a == nil || *a != cfg.Endpoints["autoscaling"] {
 		t.Errorf("check's Auto Scaling endpoint %v, want %s", a, cfg.Endpoints["autoscaling"])
+	}
+	if e := c.ELB.(*elbv2.Client).Options().BaseEndpoint; e == nil || *e != cfg.Endpoints["elasticloadbalancing"] {
+		t.Errorf("check's ELBv2 endpoint %v, want %s", e, cfg.Endpoints["elasticloadbalancing"])
 	}
 	hc, ok := o.HTTPClient.(*awshttp.BuildableClient)
 	if !ok {

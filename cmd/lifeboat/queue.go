@@ -10,6 +10,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
 
@@ -17,6 +18,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/ec2tag"
 	"lifeboat.dev/lifeboat/internal/intake"
+	"lifeboat.dev/lifeboat/internal/lbdrain/poll"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/outofservice"
 	"lifeboat.dev/lifeboat/internal/rebootmark"
@@ -96,6 +98,10 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		g.Go(func() error { vols.Run(ctx); return nil })
 		deps.Volumes = vols
 		opts.VolumeDetachTimeout = cfg.VolumeDetachTimeout
+	}
+	if cfg.WaitForLoadBalancers && cfg.CompleteLifecycle {
+		elbClient := elbv2.NewFromConfig(awsCfg, func(o *elbv2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["elasticloadbalancing"]) })
+		deps.LoadBalancers = poll.New(elbClient, a.kube.main, a.clock, a.log, poll.Options{})
 	}
 	intakeOpts := intake.Options{UnknownInstance: cfg.UnknownInstance, Lifecycle: cfg.CompleteLifecycle}
 	ec2Client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) { setEndpoint(&o.BaseEndpoint, cfg.Endpoints["ec2"]) })

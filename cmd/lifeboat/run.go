@@ -18,9 +18,11 @@ import (
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/controller"
 	"lifeboat.dev/lifeboat/internal/drain"
+	"lifeboat.dev/lifeboat/internal/dsstop"
 	"lifeboat.dev/lifeboat/internal/imdsflow"
 	"lifeboat.dev/lifeboat/internal/kevents"
 	"lifeboat.dev/lifeboat/internal/kube"
+	"lifeboat.dev/lifeboat/internal/kubeletshutdown"
 	"lifeboat.dev/lifeboat/internal/metrics"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/notify"
@@ -180,6 +182,14 @@ func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 			DeleteBlocked: a.cfg.DeleteBlockedPods}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
+	}
+	if a.cfg.CompleteLifecycle { // DaemonSet pods last, before CONTINUE (dsstop)
+		d.DaemonSets = dsstop.New(a.kube.main, a.clock, a.log, dsstop.Options{All: a.cfg.StopDaemonSetPods, Own: a.skipOwn,
+			PodGrace: a.cfg.PodGracePeriod, Margin: a.cfg.DeadlineMargin, Backoff: a.cfg.EvictionBackoff, Recorder: a.recorder, DryRun: a.cfg.DryRun})
+	}
+	if a.cfg.PlanWithKubeletShutdown {
+		// Reads on the forecast's lane: never in the way of an eviction.
+		d.Kubelet = kubeletshutdown.NewReader(kubeletshutdown.ProxyFetch(a.kube.forecast.CoreREST()))
 	}
 	return d
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -45,7 +46,13 @@ type ec2API interface {
 	DescribeTags(context.Context, *ec2.DescribeTagsInput, ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error)
 }
 
+type elbAPI interface {
+	DescribeTargetGroups(context.Context, *elbv2.DescribeTargetGroupsInput, ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error)
+	DescribeTargetHealth(context.Context, *elbv2.DescribeTargetHealthInput, ...func(*elbv2.Options)) (*elbv2.DescribeTargetHealthOutput, error)
+}
+
 var (
+	_ elbAPI         = (*elbv2.Client)(nil)
 	_ sqsAPI         = (*sqs.Client)(nil)
 	_ eventsAPI      = (*eventbridge.Client)(nil)
 	_ autoscalingAPI = (*autoscaling.Client)(nil)
@@ -58,6 +65,7 @@ const (
 	probeReceiptHandle = "lifeboat-check-probe"
 	probeInstanceID    = "i-00000000000000000"
 	probeHook          = "lifeboat-check-probe"
+	probeTargetGroup   = "arn:aws:elasticloadbalancing:us-east-1:000000000000:targetgroup/lifeboat-check-probe/0000000000000000"
 )
 
 // verdict is what a call said about a permission.
@@ -225,6 +233,9 @@ func (r *run) probePermissions(ctx context.Context) {
 		}
 		p.record("ec2:DescribeInstances", err)
 	}
+	if r.cfg.WaitForLoadBalancers && r.c.ELB != nil {
+		r.probeLoadBalancers(ctx)
+	}
 	if r.cfg.ManagedTag != "" && r.c.EC2 != nil {
 		p.need("ec2:DescribeTags", true, "")
 		_, err := r.c.EC2.DescribeTags(ctx, &ec2.DescribeTagsInput{DryRun: aws.Bool(true)})
@@ -234,6 +245,28 @@ func (r *run) probePermissions(ctx context.Context) {
 		}
 		p.record("ec2:DescribeTags", err)
 	}
+}
+
+// probeLoadBalancers reads (--wait-for-load-balancers): one page of one
+// target group, and the health of that group, or of one that cannot exist
+// when there is none (IAM authorizes a call before ELBv2 looks the group
+// up, so TargetGroupNotFound means allowed).
+func (r *run) probeLoadBalancers(ctx context.Context) {
+	p := r.perms
+	p.need("elasticloadbalancing:DescribeTargetGroups", true, "")
+	p.need("elasticloadbalancing:DescribeTargetHealth", true, "")
+	arn := probeTargetGroup
+	out, err := r.c.ELB.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{PageSize: aws.Int32(1)})
+	p.record("elasticloadbalancing:DescribeTargetGroups", err)
+	if err == nil && len(out.TargetGroups) > 0 {
+		arn = aws.ToString(out.TargetGroups[0].TargetGroupArn)
+	}
+	_, err = r.c.ELB.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(arn)})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "TargetGroupNotFound" {
+		err = nil
+	}
+	p.record("elasticloadbalancing:DescribeTargetHealth", err)
 }
 
 // permissionsResult summarizes every permission seen.

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"lifeboat.dev/lifeboat/internal/config"
+	"lifeboat.dev/lifeboat/internal/kubeletshutdown"
 	imdssrc "lifeboat.dev/lifeboat/internal/source/imds"
 )
 
@@ -111,6 +112,7 @@ type Clients struct {
 	AutoScaling autoscalingAPI
 	STS         stsAPI
 	EC2         ec2API
+	ELB         elbAPI // Elastic Load Balancing v2 (--wait-for-load-balancers)
 	Kube        kubernetes.Interface
 	KubeErr     error
 	// KubeHost is shown in the Kubernetes result.
@@ -119,6 +121,9 @@ type Clients struct {
 	// IMDSErr explains a nil IMDS (no endpoint could be resolved).
 	IMDS    *imdssrc.Client
 	IMDSErr error
+	// Configz reads a node's kubelet /configz; nil: through Kube's node
+	// proxy (kubeletshutdown.ProxyFetch).
+	Configz kubeletshutdown.Fetch
 }
 
 // Run runs every check that applies to cfg's mode and returns the report.
@@ -142,6 +147,7 @@ func Run(ctx context.Context, cfg config.Config, c Clients) Report {
 		r.imdsNode(ctx)
 	}
 	r.clusterReview(ctx)
+	r.kubeletShutdown(ctx)
 	return Report{Results: r.results}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -251,6 +252,22 @@ func (f *fakeAWS) DescribeInstances(context.Context, *ec2.DescribeInstancesInput
 	return nil, &smithy.GenericAPIError{Code: "DryRunOperation", Message: "Request would have succeeded, but DryRun flag is set."}
 }
 
+// DescribeTargetGroups: the account has no target group; DescribeTargetHealth
+// is then probed with one that cannot exist.
+func (f *fakeAWS) DescribeTargetGroups(context.Context, *elbv2.DescribeTargetGroupsInput, ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error) {
+	if err := f.err("elasticloadbalancing:DescribeTargetGroups"); err != nil {
+		return nil, err
+	}
+	return &elbv2.DescribeTargetGroupsOutput{}, nil
+}
+
+func (f *fakeAWS) DescribeTargetHealth(_ context.Context, in *elbv2.DescribeTargetHealthInput, _ ...func(*elbv2.Options)) (*elbv2.DescribeTargetHealthOutput, error) {
+	if err := f.err("elasticloadbalancing:DescribeTargetHealth"); err != nil {
+		return nil, err
+	}
+	return nil, &smithy.GenericAPIError{Code: "TargetGroupNotFound", Message: "One or more target groups not found: " + aws.ToString(in.TargetGroupArn)}
+}
+
 func (f *fakeAWS) DescribeTags(context.Context, *ec2.DescribeTagsInput, ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error) {
 	if f.deny["ec2:DescribeTags"] {
 		return nil, &smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation."}
@@ -290,7 +307,7 @@ func queueConfig(t *testing.T, extra ...string) config.Config {
 
 func runFake(t *testing.T, f *fakeAWS, cfg config.Config) Report {
 	t.Helper()
-	return Run(context.Background(), cfg, Clients{SQS: f, Events: f, AutoScaling: f, STS: f, EC2: f})
+	return Run(context.Background(), cfg, Clients{SQS: f, Events: f, AutoScaling: f, STS: f, EC2: f, ELB: f})
 }
 
 func result(t *testing.T, r Report, name string) Result {
@@ -330,6 +347,10 @@ func TestPermissions(t *testing.T) {
 		{"scale-in protection allowed", nil, []string{"--scale-in-protection"}, OK, []string{"autoscaling:DescribeAutoScalingInstances, autoscaling:SetInstanceProtection"}},
 		{"scale-in protection denied", []string{"autoscaling:SetInstanceProtection"}, []string{"--scale-in-protection"}, Fail,
 			[]string{"DENIED (lifeboat run needs them): autoscaling:SetInstanceProtection"}},
+		{"load balancer reads allowed", nil, []string{"--wait-for-load-balancers"}, OK,
+			[]string{"elasticloadbalancing:DescribeTargetGroups, elasticloadbalancing:DescribeTargetHealth"}},
+		{"load balancer reads denied", []string{"elasticloadbalancing:DescribeTargetHealth"}, []string{"--wait-for-load-balancers"}, Fail,
+			[]string{"DENIED (lifeboat run needs them): elasticloadbalancing:DescribeTargetHealth"}},
 		{"check permission denied", []string{"events:ListRules"}, nil, Warn,
 			[]string{"denied (only lifeboat check needs them): events:ListRules"}},
 	}

@@ -79,6 +79,9 @@ func accesses(cfg config.Config) []access {
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		out = append(out, access{verb: "delete", resource: "nodes", why: "--delete-ghost-nodes"})
 	}
+	if cfg.PlanWithKubeletShutdown {
+		out = append(out, access{verb: "get", resource: "nodes", subresource: "proxy", why: "--plan-with-kubelet-shutdown reads each kubelet's /configz"})
+	}
 	out = append(out, access{verb: "list", group: "policy", resource: "poddisruptionbudgets", why: "the drain forecast"})
 	// Events about Nodes (cluster-scoped) go to the default namespace,
 	// those about pods (the drain forecast's warnings) to theirs.
@@ -178,6 +181,9 @@ func extraAccess(cfg config.Config) string {
 	}
 	if cfg.Mode == config.ModeQueue && cfg.DeleteGhostNodes {
 		s += ", nodes delete"
+	}
+	if cfg.PlanWithKubeletShutdown {
+		s += ", nodes/proxy get"
 	}
 	if cfg.Mode == config.ModeQueue && cfg.CompleteLifecycle && cfg.VolumeDetachTimeout > 0 {
 		s += ", volumeattachments list/watch"

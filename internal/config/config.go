@@ -90,8 +90,17 @@ type Config struct {
 	// TerminatingCondition sets the Node condition lifeboat.io/Terminating
 	// while lifeboat drains the node.
 	TerminatingCondition bool
-	DeadlineMargin       time.Duration
-	EvictionBackoff      time.Duration
+	// StopDaemonSetPods stops every DaemonSet pod (not only those that
+	// opt in) after the drain for a terminate action, before CONTINUE.
+	StopDaemonSetPods bool
+	DeadlineMargin    time.Duration
+	EvictionBackoff   time.Duration
+
+	// PlanWithKubeletShutdown plans a Spot drain with the window the
+	// node's kubelet graceful shutdown gives pods after the notice's end
+	// (read through the node proxy: nodes/proxy get).
+	PlanWithKubeletShutdown bool
+
 	// Node actions (aws-node-termination-handler's options; see
 	// docs/configuration.md).
 	PodGracePeriod        time.Duration
@@ -117,6 +126,9 @@ type Config struct {
 	// VolumeDetachTimeout bounds the wait for a node's VolumeAttachments
 	// to go before a terminate action is completed with CONTINUE.
 	VolumeDetachTimeout time.Duration
+	// WaitForLoadBalancers holds a terminate action's CONTINUE until no
+	// ELBv2 target group holds the node's instance or pod IPs.
+	WaitForLoadBalancers bool
 
 	// Scale-in protection of nodes running do-not-disrupt pods.
 	ScaleInProtection         bool

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestLoadEnvAndFlags(t *testing.T) {
 	}
 	want := map[string]string{
 		"sqs": "http://127.0.0.1:5000", "ec2": "http://127.0.0.1:5000", "eventbridge": "http://127.0.0.1:5000",
-		"sts": "http://127.0.0.1:5000", "autoscaling": "http://127.0.0.1:6000",
+		"sts": "http://127.0.0.1:5000", "autoscaling": "http://127.0.0.1:6000", "elasticloadbalancing": "http://127.0.0.1:5000",
 	}
 	if d := cmp.Diff(want, c.Endpoints); d != "" {
 		t.Errorf("endpoints (-want +got):\n%s", d)
@@ -83,6 +84,10 @@ func TestLoadErrors(t *testing.T) {
 		{"negative ghost node bound", []string{"--queue-url", "http://x/q", "--ghost-node-after", "-1s"}, nil, []string{"--ghost-node-after -1s: must be ≥ 0"}},
 		{"ghost node deletion in imds mode", []string{"--mode", "imds", "--node-name", "n", "--delete-ghost-nodes"}, nil,
 			[]string{"--delete-ghost-nodes is not supported in imds mode (only in queue mode)"}},
+		{"load balancer wait without lifecycle completion", []string{"--queue-url", "http://x/q", "--complete-lifecycle=false", "--wait-for-load-balancers"}, nil,
+			[]string{"--wait-for-load-balancers holds the completion of terminate actions: it needs --complete-lifecycle"}},
+		{"load balancer wait in imds mode", []string{"--mode", "imds", "--node-name", "n", "--wait-for-load-balancers"}, nil,
+			[]string{"--wait-for-load-balancers is not supported in imds mode"}},
 		{"imds needs node", []string{"--mode", "imds"}, nil, []string{"--node-name is required in imds mode"}},
 		{"a maintenance window that does not parse", []string{"--mode", "imds", "--node-name", "n", "--maintenance-windows", "Sat 02:00-06:00; Caturday 01:00-02:00"}, nil,
 			[]string{`--maintenance-windows: maintenance window "Caturday 01:00-02:00": day "Caturday"`}},
@@ -149,5 +154,28 @@ func TestConfigurationDocUpToDate(t *testing.T) {
 	}
 	if d := cmp.Diff(Markdown(), string(got)); d != "" {
 		t.Errorf("docs/configuration.md is stale; run `make docs` (-want +got):\n%s", d)
+	}
+}
+
+// --wait-for-load-balancers without the exclusion label starts, with a
+// warning: IP targets go with their pods, instance targets may not.
+func TestWaitForLoadBalancersWarnsWithoutExclusion(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--queue-url", "http://x/q", "--wait-for-load-balancers"}, true},
+		{[]string{"--queue-url", "http://x/q", "--wait-for-load-balancers", "--exclude-from-load-balancers"}, false},
+	} {
+		c, err := Load(tt.args, func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := slices.ContainsFunc(c.Warnings, func(w string) bool {
+			return strings.HasPrefix(w, "--wait-for-load-balancers without --exclude-from-load-balancers")
+		})
+		if !c.WaitForLoadBalancers || warned != tt.warn {
+			t.Errorf("%v: WaitForLoadBalancers %v, warnings %q: want the warning %v", tt.args, c.WaitForLoadBalancers, c.Warnings, tt.warn)
+		}
 	}
 }

@@ -104,6 +104,9 @@ func (f *Flags) Load(args []string, getenv func(string) string) (Config, error) 
 	warnings, nthErrs := applyNTH(getenv, fs.Set, set, setBy, func() Mode { return c.Mode })
 	errs = append(errs, nthErrs...)
 	c.Warnings = warnings
+	if c.WaitForLoadBalancers && !c.ExcludeFromLB {
+		c.Warnings = append(c.Warnings, "--wait-for-load-balancers without --exclude-from-load-balancers: IP targets go with their pods, but instance targets are deregistered only if something else does it; until then each terminate action waits for its deadline")
+	}
 	errs = append(errs, c.leaseNamespace(getenv, f.readFile)...)
 	errs = append(errs, c.validate(set)...)
 	if err := errors.Join(errs...); err != nil {

@@ -167,7 +167,7 @@ func TestNTHAliases(t *testing.T) {
 			env:  map[string]string{"QUEUE_URL": testQueue, "NAMESPACE": "ns", "AWS_ENDPOINT": "http://127.0.0.1:4566"},
 			check: func(t *testing.T, c Config) {
 				want := map[string]string{"sqs": "http://127.0.0.1:4566", "autoscaling": "http://127.0.0.1:4566", "ec2": "http://127.0.0.1:4566",
-					"eventbridge": "http://127.0.0.1:4566", "sts": "http://127.0.0.1:4566"}
+					"eventbridge": "http://127.0.0.1:4566", "sts": "http://127.0.0.1:4566", "elasticloadbalancing": "http://127.0.0.1:4566"}
 				if d := cmp.Diff(want, c.Endpoints); d != "" {
 					t.Errorf("endpoints (-want +got):\n%s", d)
 				}

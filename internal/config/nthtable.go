@@ -76,7 +76,7 @@ var nthFixed = []struct {
 	why      string
 	diff     string
 }{
-	{env: "IGNORE_DAEMON_SETS", lifeboat: "always", only: "true", why: "lifeboat never evicts DaemonSet pods (their controller recreates them on the cordoned node at once); remove it"},
+	{env: "IGNORE_DAEMON_SETS", lifeboat: "always", only: "true", why: "lifeboat's drain never evicts DaemonSet pods (their controller recreates them on the cordoned node at once); NTH never stops them at all, lifeboat stops those that opt in after the drain, before a terminate action's CONTINUE (lifeboat.io/stop-before-termination, --stop-daemonset-pods); remove it"},
 	{env: "DELETE_LOCAL_DATA", lifeboat: "always", only: "true", why: "lifeboat evicts pods with emptyDir volumes (their data goes with the instance anyway); remove it and protect such pods with a PodDisruptionBudget"},
 	{env: "KUBERNETES_SERVICE_HOST", lifeboat: "the Kubernetes client", accept: nthAny},
 	{env: "KUBERNETES_SERVICE_PORT", lifeboat: "the Kubernetes client", accept: nthAny},

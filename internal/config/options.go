@@ -97,7 +97,7 @@ func funcOpt(set func(c *Config, v string) error) binder {
 	}
 }
 
-var serviceIDs = []string{"sqs", "autoscaling", "ec2", "eventbridge", "sts"}
+var serviceIDs = []string{"sqs", "autoscaling", "ec2", "eventbridge", "sts", "elasticloadbalancing"}
 
 var options = []option{
 	{name: "mode", def: "queue", usage: "how interruptions are learned: queue (SQS, a leader-elected Deployment) or imds (instance metadata, a DaemonSet)",
@@ -118,7 +118,7 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.QueueURL })},
 	{name: "region", modes: []Mode{ModeQueue, ModeIMDS}, usage: "AWS region; empty means the SDK's default chain (AWS_REGION, profile)",
 		bind: strOpt(func(c *Config) *string { return &c.Region })},
-	{name: "aws-endpoint", modes: []Mode{ModeQueue, ModeIMDS}, usage: "override an AWS endpoint, as service=URL (services: sqs, autoscaling, ec2, eventbridge, sts), or a bare URL for all; repeatable or comma-separated",
+	{name: "aws-endpoint", modes: []Mode{ModeQueue, ModeIMDS}, usage: "override an AWS endpoint, as service=URL (services: sqs, autoscaling, ec2, eventbridge, sts, elasticloadbalancing), or a bare URL for all; repeatable or comma-separated",
 		bind: funcOpt(func(c *Config, v string) error { return parseEndpoints(c, v) })},
 	{name: "workers", modes: []Mode{ModeQueue}, def: "10", usage: "messages handled in parallel (drains run outside these slots)",
 		bind: intOpt(func(c *Config) *int { return &c.Workers })},
@@ -160,6 +160,10 @@ var options = []option{
 		bind: boolOpt(func(c *Config) *bool { return &c.AnnotatePods })},
 	{name: "terminating-condition", def: "false", usage: "when a drain begins, set the Node condition lifeboat.io/Terminating (status True, the reason and AWS's deadline; False when lifeboat uncordons the node) for other controllers to watch; one more request per drained node; needs nodes/status patch",
 		bind: boolOpt(func(c *Config) *bool { return &c.TerminatingCondition })},
+	{name: "stop-daemonset-pods", def: "false", usage: "on a terminate lifecycle action lifeboat completes (--complete-lifecycle, or --imds-complete-lifecycle in imds mode), once the drain has moved every other pod off, evict the node's DaemonSet pods too (ordinary before system-critical; not lifeboat's own, not mirror pods) with their grace period cut to the time left before the deadline less --deadline-margin, and wait for them before CONTINUE, so that a log shipper or mesh agent finishes its shutdown before the instance goes; without it only DaemonSet pods annotated lifeboat.io/stop-before-termination=true (in the pod template) are stopped, and =false opts a DaemonSet out of this flag; a Normal DaemonSetPodStopped per pod says how long its shutdown took",
+		bind: boolOpt(func(c *Config) *bool { return &c.StopDaemonSetPods })},
+	{name: "plan-with-kubelet-shutdown", def: "false", usage: "on a Spot interruption, plan the drain with the time the node's kubelet graceful node shutdown still gives the pods left after the notice's end (shutdownGracePeriod less shutdownGracePeriodCriticalPods, read once per node from the kubelet's /configz through the API server's node proxy): grace periods are cut to that later end instead of the notice's; only configured, not confirmed active (lifeboat check says why); off until measured; needs nodes/proxy get, a powerful permission (docs/kubelet-shutdown.md)",
+		bind: boolOpt(func(c *Config) *bool { return &c.PlanWithKubeletShutdown })},
 	{name: "deadline-margin", def: "5s", usage: "time kept in reserve before AWS's deadline: a drain whose lifecycle action is completed after it ends this long before the action times out, and grace periods are capped to end this long before the drain does",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.DeadlineMargin })},
 	{name: "eviction-backoff", def: "5s", usage: "delay before an eviction refused by a PodDisruptionBudget (429) is tried again",
@@ -201,6 +205,8 @@ var options = []option{
 		bind: durOpt(func(c *Config) *time.Duration { return &c.ScaleInProtectionInterval })},
 	{name: "volume-detach-timeout", modes: []Mode{ModeQueue}, def: "1m", tokenOp: true, usage: "after a drain, wait up to this long (and never past AWS's deadline) for the node's VolumeAttachments to go before completing its terminate action with CONTINUE, so that EBS volumes are free for the replacement pods; 0 does not wait",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.VolumeDetachTimeout })},
+	{name: "wait-for-load-balancers", modes: []Mode{ModeQueue}, def: "false", tokenOp: true, usage: "after a drain, hold a terminate action's CONTINUE until no Elastic Load Balancing v2 target group lists the node's instance or its pods' IPs as anything but unused (deregistered and drained), never past AWS's deadline less --deadline-margin; reads target groups (elasticloadbalancing:DescribeTargetGroups, DescribeTargetHealth), deregisters nothing: use with --exclude-from-load-balancers (docs/operations.md)",
+		bind: boolOpt(func(c *Config) *bool { return &c.WaitForLoadBalancers })},
 	{name: "kube-qps", def: "200", usage: "queries per second of the main Kubernetes client (reads, evictions, deletions); node writes (500), Events (20), the drain forecast (10) and the Lease (5) have limits of their own (docs/operations.md); sized so a 200-node burst drains in seconds, see docs/benchmarks.md",
 		bind: funcOpt(func(c *Config, v string) error { _, err := fmt.Sscan(v, &c.KubeQPS); return err })},
 	{name: "kube-burst", def: "400", usage: "burst of the main Kubernetes client (see --kube-qps)",

@@ -53,6 +53,9 @@ func (c *Config) validateScope() []error {
 	if c.GhostNodeAfter < 0 {
 		errs = append(errs, fmt.Errorf("--ghost-node-after %s: must be ≥ 0", c.GhostNodeAfter))
 	}
+	if c.WaitForLoadBalancers && !c.CompleteLifecycle {
+		errs = append(errs, errors.New("--wait-for-load-balancers holds the completion of terminate actions: it needs --complete-lifecycle"))
+	}
 	if c.DeleteGhostNodes && c.GhostNodeAfter == 0 {
 		errs = append(errs, errors.New("--delete-ghost-nodes needs --ghost-node-after > 0 (how long a terminated instance's Node may stay)"))
 	}

@@ -102,6 +102,9 @@ func (c *Config) validate(set map[string]bool) []error {
 	errs = append(errs, c.validateWebhook()...)
 	errs = append(errs, c.validateScope()...)
 	errs = append(errs, c.validateNodeActions()...)
+	if c.StopDaemonSetPods && !c.CompleteLifecycle {
+		errs = append(errs, fmt.Errorf("--stop-daemonset-pods: DaemonSet pods are stopped only before a terminate lifecycle action lifeboat completes: in %s mode it needs %s", c.Mode, map[Mode]string{ModeQueue: "--complete-lifecycle", ModeIMDS: "--imds-complete-lifecycle"}[c.Mode]))
+	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("--log-format %q: must be json or text", c.LogFormat))
 	}

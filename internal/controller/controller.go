@@ -151,9 +151,17 @@ type Deps struct {
 	Notifier notifier          // nil: no notifications
 	Forecast forecastSource    // nil: no drain forecast
 	Volumes  volumeAttachments // nil: terminate actions are completed without waiting for volumes
-	Metrics  *metrics.Metrics
-	Clock    clock.WithTicker
-	Log      *slog.Logger
+	// LoadBalancers, if set, holds terminate actions until no ELBv2 target
+	// group holds the node (--wait-for-load-balancers).
+	LoadBalancers loadBalancers
+	Kubelet       kubeletShutdown // nil: drains work to AWS's deadline (--plan-with-kubelet-shutdown off)
+	Metrics       *metrics.Metrics
+	Clock         clock.WithTicker
+	Log           *slog.Logger
+
+	// DaemonSets, after a drain for terminate actions, stops the node's
+	// opted-in DaemonSet pods before CONTINUE; nil: they are left.
+	DaemonSets daemonSetStopper
 }
 
 // Controller is lifeboat's per-node state machine.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"lifeboat.dev/lifeboat/internal/drain"
 	"lifeboat.dev/lifeboat/internal/drainreport"
+	"lifeboat.dev/lifeboat/internal/dsstop"
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/lifecycle"
 	"lifeboat.dev/lifeboat/internal/plan"
@@ -36,7 +38,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 	var pmu sync.Mutex
 	blocked := 0
 	draining := func(total int) {
-		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtDeadline(p.Deadline)))
+		c.reportOnce(w, "Draining", corev1.EventTypeNormal, "drain", fmt.Sprintf("%s: draining %d pods (deadline %s)", p.Reason, total, fmtPlanDeadline(p)))
 	}
 	progress := func(pr drain.Progress) {
 		pmu.Lock()
@@ -91,11 +93,26 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		if err := c.awaitVolumesDetached(ctx, w, p.Deadline); err != nil {
 			return err
 		}
+		if err := c.awaitLoadBalancers(ctx, w, p.Deadline); err != nil {
+			return err
+		}
+		if c.DaemonSets != nil { // DaemonSet pods last (dsstop)
+			if _, err := c.DaemonSets.Stop(ctx, w.name, p.Deadline); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.delayCompletion(ctx, w, p); err != nil {
 		return err
 	}
 	return c.completeAll(ctx, w, p.Lifecycle, result)
+}
+
+// daemonSetStopper stops a node's opted-in DaemonSet pods (package
+// dsstop) once the drain is done, before its terminate actions are
+// completed with CONTINUE; it returns only ctx's error.
+type daemonSetStopper interface {
+	Stop(ctx context.Context, node string, deadline time.Time) (dsstop.Result, error)
 }
 
 // completeAll completes the lifecycle actions and stops their heartbeats.

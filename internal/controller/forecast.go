@@ -71,7 +71,7 @@ func (r *forecastRun) stop() forecast.Class {
 func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan) *forecastRun {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &forecastRun{cancel: cancel, stopped: make(chan struct{})}
-	if c.Forecast == nil || p.Deadline.IsZero() {
+	if c.Forecast == nil || p.PodDeadline().IsZero() {
 		close(r.stopped)
 		return r
 	}
@@ -81,7 +81,7 @@ func (c *Controller) startForecast(ctx context.Context, w *nodeWork, p plan.Plan
 		first := true
 		for {
 			now := c.Clock.Now()
-			left := p.Deadline.Sub(now)
+			left := p.PodDeadline().Sub(now) // the drain's (plan.DrainEnd)
 			if left <= 0 || c.forecastOnce(ctx, w, p, r, started, first) {
 				return
 			}
@@ -135,7 +135,7 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 	}
 	now := c.Clock.Now()
 	podGrace, nodeGrace := c.Forecast.DrainGrace()
-	f := forecast.For(forecast.Input{Now: now, Deadline: p.Deadline, Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs,
+	f := forecast.For(forecast.Input{Now: now, Deadline: p.PodDeadline(), Margin: c.o.DeadlineMargin, Pods: pods, PDBs: pdbs,
 		PodGrace: podGrace, NodeGrace: nodeGrace, Started: started, DeleteBlocked: p.Enforced && c.Forecast.DeletesBlocked()})
 	r.note(f.Class())
 	certain := f.CertainMisses()
@@ -167,14 +167,14 @@ func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan,
 		names = append(names, m.Namespace+"/"+m.Name)
 	}
 	msg := fmt.Sprintf("drain forecast: %d of %d pods cannot finish their shutdown before AWS's deadline %s (%s left), whatever they do: %s",
-		len(certain), f.Pods, fmtDeadline(p.Deadline), f.TimeLeft.Round(time.Second), listMisses(certain))
+		len(certain), f.Pods, fmtPlanDeadline(p), f.TimeLeft.Round(time.Second), listMisses(certain))
 	c.report(w, corev1.EventTypeWarning, reasonForecastMiss, "forecast", msg)
 	c.notifyOnce(w, notify.PhaseForecastMiss, p, msg, names...)
 	if c.Recorder != nil {
 		for _, m := range certain {
 			ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: m.Namespace, Name: m.Name, UID: m.UID}
 			c.Recorder.Event(ref, corev1.EventTypeWarning, reasonForecastMiss, fmt.Sprintf("node %s is drained for %s; this pod cannot finish its shutdown before AWS's deadline %s, whatever it does: %s: %s",
-				w.name, p.Reason, fmtDeadline(p.Deadline), m.Reason, m.Detail))
+				w.name, p.Reason, fmtPlanDeadline(p), m.Reason, m.Detail))
 		}
 	}
 	return true

@@ -211,7 +211,10 @@ func (c *Controller) reconcile(ctx context.Context, w *nodeWork, evs []event.Eve
 	if !p.Drain {
 		return p.Waiting, nil
 	}
-	return p.Waiting, c.drain(ctx, w, p)
+	if c.LoadBalancers != nil && len(p.Lifecycle) > 0 {
+		c.LoadBalancers.Note(ctx, w.name) // IP targets are the IPs of the pods the drain evicts
+	}
+	return p.Waiting, c.drain(ctx, w, c.withKubeletShutdown(ctx, w, evs, p))
 }
 
 // reasonCordoned is the Event reason of a node cordoned and tainted.

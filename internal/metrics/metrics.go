@@ -9,27 +9,28 @@ import (
 
 // Metrics holds the collectors. Register them with Register.
 type Metrics struct {
-	EventsReceived   *prometheus.CounterVec // source, kind
-	MessagesIgnored  *prometheus.CounterVec // reason
-	MessagesRejected *prometheus.CounterVec // reason
-	UnknownInstance  prometheus.Counter
-	Actions          *prometheus.CounterVec   // action, result
-	ActionDuration   *prometheus.HistogramVec // action
-	ToCordoned       *prometheus.HistogramVec // kind: signal sent -> node cordoned
-	ToDrained        *prometheus.HistogramVec // kind: signal sent -> node drained
-	Evictions        *prometheus.CounterVec   // result
-	LifecycleCalls   *prometheus.CounterVec   // call (heartbeat, complete, describe-hook), result
-	LifecycleLost    *prometheus.CounterVec   // transition (launch, terminate)
-	ReceiveErrors    prometheus.Counter
-	NodesInFlight    prometheus.Gauge
-	SourceHealthy    *prometheus.GaugeVec // source
-	Leader           prometheus.Gauge
-	Notifications    *prometheus.CounterVec // result
-	NotifyRetries    prometheus.Counter
-	KubeRequests     *prometheus.CounterVec // verb, resource
-	ForecastMisses   prometheus.Counter
-	ForecastOutcomes *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
-	GhostNodes       prometheus.Gauge
+	EventsReceived    *prometheus.CounterVec // source, kind
+	MessagesIgnored   *prometheus.CounterVec // reason
+	MessagesRejected  *prometheus.CounterVec // reason
+	UnknownInstance   prometheus.Counter
+	Actions           *prometheus.CounterVec   // action, result
+	ActionDuration    *prometheus.HistogramVec // action
+	ToCordoned        *prometheus.HistogramVec // kind: signal sent -> node cordoned
+	ToDrained         *prometheus.HistogramVec // kind: signal sent -> node drained
+	Evictions         *prometheus.CounterVec   // result
+	LifecycleCalls    *prometheus.CounterVec   // call (heartbeat, complete, describe-hook), result
+	LifecycleLost     *prometheus.CounterVec   // transition (launch, terminate)
+	ReceiveErrors     prometheus.Counter
+	NodesInFlight     prometheus.Gauge
+	SourceHealthy     *prometheus.GaugeVec // source
+	Leader            prometheus.Gauge
+	Notifications     *prometheus.CounterVec // result
+	NotifyRetries     prometheus.Counter
+	KubeRequests      *prometheus.CounterVec // verb, resource
+	ForecastMisses    prometheus.Counter
+	ForecastOutcomes  *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
+	GhostNodes        prometheus.Gauge
+	LoadBalancerWaits *prometheus.CounterVec // result (none, drained, cut-short, unknown)
 }
 
 // New returns fresh collectors.
@@ -81,6 +82,8 @@ func New() *Metrics {
 			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
 		GhostNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_ghost_nodes",
 			Help: "Nodes lifeboat cordoned whose instance EC2 said is terminated and that are still there --ghost-node-after later (queue mode, the leader)."}),
+		LoadBalancerWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_load_balancer_waits_total",
+			Help: "Terminate actions held for ELBv2 target groups (--wait-for-load-balancers), by result: none (no target group held the node), drained, cut-short (the deadline came first), unknown (target groups could not be read)."}, []string{"result"}),
 	}
 }
 
@@ -90,7 +93,8 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	m.startAtZero()
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
-		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes} {
+		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes,
+		m.LoadBalancerWaits} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -62,6 +62,9 @@ func (m *Metrics) startAtZero() {
 	for _, transition := range []string{"launch", "terminate"} {
 		m.LifecycleLost.WithLabelValues(transition)
 	}
+	for _, result := range []string{"none", "drained", "cut-short", "unknown"} { // lbdrain.Results
+		m.LoadBalancerWaits.WithLabelValues(result)
+	}
 	for _, result := range []string{"sent", "failed", "dropped", "deduplicated"} {
 		m.Notifications.WithLabelValues(result)
 	}

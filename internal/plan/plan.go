@@ -59,6 +59,9 @@ type Plan struct {
 	// Waiting are the events not yet due (scheduled changes ahead): carrying
 	// out this plan settles every other event, never these.
 	Waiting []string
+	// KubeletWindow is the time the kubelet's graceful node shutdown still
+	// gives the pods left after Deadline (WithKubeletShutdown); zero: none.
+	KubeletWindow time.Duration
 }
 
 // DrainEnd is when the drain of this plan ends at the latest: the
@@ -70,9 +73,55 @@ type Plan struct {
 // whole (the drain takes the earlier of the two).
 func (p Plan) DrainEnd(margin time.Duration) time.Time {
 	if p.Deadline.IsZero() || len(p.Lifecycle) == 0 {
+		return p.PodDeadline()
+	}
+	return p.PodDeadline().Add(-margin)
+}
+
+// PodDeadline is when the pods left on the node are gone at the latest:
+// the deadline, and the kubelet's window after it (KubeletWindow). The
+// drain and its forecast both work to it. Zero: no deadline.
+func (p Plan) PodDeadline() time.Time {
+	if p.Deadline.IsZero() {
 		return p.Deadline
 	}
-	return p.Deadline.Add(-margin)
+	return p.Deadline.Add(p.KubeletWindow)
+}
+
+// WithKubeletShutdown plans a Spot interruption's drain with the window
+// the kubelet's graceful node shutdown still gives the node's pods after
+// the notice's end, when EC2 begins to shut the instance down:
+// ordinary is the least time a pod below system-critical priority gets
+// then (shutdownGracePeriod - shutdownGracePeriodCriticalPods). The plan's
+// deadline must be the Spot interruption's own: another due event with a
+// deadline AWS enforces at or before it (a terminal state change, a
+// terminate action's end) leaves the plan unchanged, as does ordinary <=
+// 0. Pure: the caller reads the kubelet's configuration.
+func WithKubeletShutdown(p Plan, events []event.Event, ordinary time.Duration) Plan {
+	if ordinary > 0 && KubeletShutdownApplies(p, events) {
+		p.KubeletWindow = ordinary
+	}
+	return p
+}
+
+// KubeletShutdownApplies reports whether WithKubeletShutdown would move
+// p's pod deadline given a window: the caller reads the kubelet's
+// configuration only then.
+func KubeletShutdownApplies(p Plan, events []event.Event) bool {
+	if p.Deadline.IsZero() || !p.Enforced || p.Reason != event.SpotInterruption {
+		return false
+	}
+	spot := false
+	for _, e := range events {
+		if !slices.Contains(p.EventIDs, e.ID) || e.Deadline.IsZero() || !Enforces(e.Kind) || e.Deadline.After(p.Deadline) {
+			continue
+		}
+		if e.Kind != event.SpotInterruption {
+			return false
+		}
+		spot = true
+	}
+	return spot
 }
 
 // severity orders kinds: the most severe due kind names the plan.

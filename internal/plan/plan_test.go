@@ -161,6 +161,9 @@ func TestDrainEnd(t *testing.T) {
 		{"no deadline", Plan{Lifecycle: action}, time.Time{}},
 		{"no lifecycle action to complete", Plan{Deadline: at}, at},
 		{"a lifecycle action to complete", Plan{Deadline: at, Lifecycle: action}, at.Add(-5 * time.Second)},
+		{"the kubelet's window after the deadline", Plan{Deadline: at, KubeletWindow: 2 * time.Minute}, at.Add(2 * time.Minute)},
+		{"the kubelet's window, then the margin", Plan{Deadline: at, KubeletWindow: 2 * time.Minute, Lifecycle: action}, at.Add(2*time.Minute - 5*time.Second)},
+		{"a window without a deadline", Plan{KubeletWindow: 2 * time.Minute}, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,6 +206,54 @@ func TestForMaintenanceWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := cmp.Diff(tc.want, For(tc.events, policy, tc.now)); d != "" {
 				t.Errorf("plan (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// Issue 25 item 5: with --plan-with-kubelet-shutdown a Spot drain works to
+// the notice's end plus the window the kubelet's graceful node shutdown
+// gives ordinary pods after it; nothing else moves.
+func TestWithKubeletShutdown(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	policy := Policy{DrainKinds: []event.Kind{event.SpotInterruption, event.StateChange, event.LifecycleTerminate, event.CapacityReservationInterruption}, CompleteLifecycle: true}
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: "i-1", Deadline: now.Add(2 * time.Minute)}
+	action := event.LifecycleAction{GroupName: "g", HookName: "h", Token: "tok", Transition: event.TransitionTerminating}
+	hookEnd := event.Event{ID: "lt-1", Kind: event.LifecycleTerminate, InstanceID: "i-1", Lifecycle: &action, Deadline: now.Add(time.Hour)}
+	hookSooner := event.Event{ID: "lt-2", Kind: event.LifecycleTerminate, InstanceID: "i-1", Lifecycle: &action, Deadline: now.Add(time.Minute)}
+	stopping := event.Event{ID: "st-1", Kind: event.StateChange, InstanceID: "i-1", Action: "stopping", Deadline: now}
+	reservation := event.Event{ID: "cr-1", Kind: event.CapacityReservationInterruption, InstanceID: "i-1", Deadline: now.Add(2 * time.Minute)}
+	tests := []struct {
+		name     string
+		events   []event.Event
+		ordinary time.Duration
+		want     time.Duration // the plan's KubeletWindow
+	}{
+		{"spot: the window after the notice", []event.Event{spot}, 2 * time.Minute, 2 * time.Minute},
+		{"spot, not configured", []event.Event{spot}, 0, 0},
+		{"spot and a later hook end", []event.Event{spot, hookEnd}, 2 * time.Minute, 2 * time.Minute},
+		{"spot and a sooner hook end", []event.Event{spot, hookSooner}, 2 * time.Minute, 0},
+		{"spot and a state change (the shutdown began)", []event.Event{spot, stopping}, 2 * time.Minute, 0},
+		{"spot and a reservation ending with it", []event.Event{spot, reservation}, 2 * time.Minute, 0},
+		{"a reservation only", []event.Event{reservation}, 2 * time.Minute, 0},
+		{"a hook end only", []event.Event{hookEnd}, 2 * time.Minute, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := For(tt.events, policy, now)
+			got := WithKubeletShutdown(p, tt.events, tt.ordinary)
+			if got.KubeletWindow != tt.want {
+				t.Errorf("KubeletWindow = %v, want %v", got.KubeletWindow, tt.want)
+			}
+			if !got.Deadline.Equal(p.Deadline) {
+				t.Errorf("Deadline moved: %v, want AWS's %v", got.Deadline, p.Deadline)
+			}
+			if want := p.Deadline.Add(tt.want); !got.PodDeadline().Equal(want) {
+				t.Errorf("PodDeadline = %v, want %v", got.PodDeadline(), want)
+			}
+			got.KubeletWindow = 0
+			if d := cmp.Diff(p, got); d != "" {
+				t.Errorf("the rest of the plan changed (-want +got):\n%s", d)
 			}
 		})
 	}

@@ -11,6 +11,10 @@
 // patterns decide what reaches a queue), and hooks whose notification target
 // is an SQS queue get AWS's flat notification body through moto's SQS.
 //
+// The same endpoint serves a small Elastic Load Balancing v2 model (target
+// groups, registrations and their deregistration delay, which moto's ELBv2
+// does not model): see elbv2.go.
+//
 // It is test infrastructure: nothing under internal/ or cmd/ may import it.
 // It must not be lenient where AWS is strict: a test that passes against the
 // simulator should not fail against AWS because the simulator accepted
@@ -224,6 +228,8 @@ type Server struct {
 	wake   chan struct{} // pokes the timeout loop after a deadline changed
 
 	handlers map[string]handlerFunc // by Action; read-only after New
+
+	elb elbModel // the ELBv2 extension (elbv2.go), under its own lock
 
 	// mu guards the model and is held for a whole operation, so operations
 	// are atomic and ordered. Only RunInstances (whose answer the model

@@ -57,6 +57,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, requestID, senderError("MissingAction", "Request is missing Action"))
 		return
 	}
+	if f.str("Version") == elbAPIVersion {
+		s.serveELB(w, requestID, action, f)
+		return
+	}
 	if v := f.str("Version"); v != apiVersion {
 		writeError(w, requestID, senderError("InvalidParameterValue", "Version %q is not supported; use %s", v, apiVersion))
 		return

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -270,6 +271,13 @@ func TestOptionsMatrix(t *testing.T) {
 	}
 }
 
+// imdsCompanions are the chart values an option needs beside it in IMDS
+// mode, where lifeboat refuses it alone at start (a documented
+// requirement, not a default changed for the test).
+var imdsCompanions = map[string]map[string]any{
+	"stop-daemonset-pods": {"imdsCompleteLifecycle": true}, // needs --imds-complete-lifecycle
+}
+
 // caseValues are the chart values of a case: the option's chart value
 // when it has one, else extraArgs.
 func caseValues(o documentedOption, value string, values map[string]any) {
@@ -308,6 +316,7 @@ func matrixIMDS(ctx context.Context, t *testing.T, o documentedOption, e matrixE
 	if !late {
 		caseValues(o, value, values)
 	}
+	maps.Copy(values, imdsCompanions[o.flag])
 	s := newScoped(ctx, t, values, instanceID)
 	w := &world{t: t, ctx: ctx, ns: s.ns, release: s.release, chart: s.chart}
 	token, err := kube.BoundToken(ctx, s.pod)

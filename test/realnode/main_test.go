@@ -11,6 +11,7 @@ package realnode
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -21,8 +22,14 @@ var suite *testenv.Suite
 func TestMain(m *testing.M) {
 	os.Exit(testenv.SuiteMain(m, "realnode", testenv.SuiteOptions{
 		// kwok manages only the nodes a test creates with Env.CreateNode
-		// (the rollout's burst); the real nodes are the kubelets'.
-		Kube:   testenv.Options{},
+		// (the rollout's burst); the real nodes are the kubelets'. The
+		// volume controllers bind and attach TestTimeToRecovery's CSI
+		// volumes.
+		// The node proxy dials a node's InternalIP before its Hostname,
+		// as kubeadm's API server does (the Hostname resolves nowhere here).
+		Kube: testenv.Options{Controllers: append(slices.Clone(testenv.DefaultControllers),
+			"persistentvolume-binder-controller", "persistentvolume-attach-detach-controller"),
+			APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}},
 		Moto:   true,
 		Images: true,
 	}, func(s *testenv.Suite) { suite = s }))

@@ -184,7 +184,9 @@ func (s *Scenario) StartLifeboat(o ScenarioLifeboat) *Lifeboat {
 	moto := s.o.Moto.Endpoint
 	args := append([]string{
 		"--queue-url", s.Stack.QueueURL,
-		"--aws-endpoint", "sqs=" + o.SQSEndpoint + ",autoscaling=" + o.AutoScalingEndpoint + ",ec2=" + moto + ",eventbridge=" + moto + ",sts=" + moto,
+		// ELBv2 is moto's; a test that needs the deregistration delay
+		// names the simulator's (awssim's elbv2.go) in its Args.
+		"--aws-endpoint", "sqs=" + o.SQSEndpoint + ",autoscaling=" + o.AutoScalingEndpoint + ",ec2=" + moto + ",eventbridge=" + moto + ",sts=" + moto + ",elasticloadbalancing=" + moto,
 		"--region", "us-east-1",
 		"--kubeconfig", o.Kubeconfig,
 		"--leader-elect=false",

@@ -26,7 +26,7 @@ func (n *RealNode) writeKubeletConfig() error {
 	}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -54,7 +54,10 @@ nodeStatusReportFrequency: 10s
 syncFrequency: 10s
 maxPods: 30
 serializeImagePulls: false
-`, port, healthz, n.Socket, n.cgroup("pods"), n.ProviderID, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"))
+`, n.kubeletAddress(), port, healthz, n.Socket, n.cgroup("pods"), n.ProviderID, filepath.Join(n.Dir, "pod-logs"), filepath.Join(n.Dir, "volume-plugins"))
+	if n.o.KubeletConfig != "" {
+		cfg += strings.TrimRight(n.o.KubeletConfig, "\n") + "\n"
+	}
 	return os.WriteFile(filepath.Join(n.Dir, "kubelet.yaml"), []byte(cfg), 0o644)
 }
 
@@ -85,7 +88,7 @@ func (n *RealNode) StartKubelet(bin string) error {
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet-pki"),
 		"--hostname-override="+n.Name,
-		"--node-ip=127.0.0.1",
+		"--node-ip="+n.kubeletAddress(),
 		"--node-labels="+strings.Join(kv, ","),
 		"--v=2",
 	)
@@ -102,4 +105,12 @@ func (n *RealNode) StartKubelet(bin string) error {
 func (n *RealNode) RestartKubelet() error {
 	n.kubelet.Kill()
 	return n.StartKubelet("")
+}
+
+// kubeletAddress is where the kubelet serves (RealNodeOptions.KubeletAddress).
+func (n *RealNode) kubeletAddress() string {
+	if n.o.KubeletAddress != "" {
+		return n.o.KubeletAddress
+	}
+	return "127.0.0.1"
 }

@@ -33,6 +33,15 @@ type RealNodeOptions struct {
 	Images map[string]string
 	// ReadyTimeout bounds the wait for the node to be Ready; default 90 s.
 	ReadyTimeout time.Duration
+	// KubeletAddress is the address the kubelet serves on and reports as
+	// the node's InternalIP (--node-ip); default 127.0.0.1, which a kubelet
+	// refuses as a node IP (the node then has no address) and the API
+	// server's node proxy refuses to dial. A test that goes through the
+	// node proxy gives one of the machine's own addresses.
+	KubeletAddress string
+	// KubeletConfig are KubeletConfiguration fields (YAML lines) added to
+	// the node's kubelet configuration, e.g. "shutdownGracePeriod: 150s".
+	KubeletConfig string
 	// Netns, when set, is the node's network, as an EC2 instance's is its
 	// own: its containerd and kubelet run in it (Netns.Enter), and so do
 	// its host-network pods and its pod network's bridge; the kubelet

@@ -122,6 +122,9 @@ refuses the others). */}}
 {{- if .Values.terminatingCondition }}
 {{- include "lifeboat.flag" (list "terminating-condition" true) }}
 {{- end }}
+{{- if .Values.planWithKubeletShutdown }}
+{{- include "lifeboat.flag" (list "plan-with-kubelet-shutdown" true) }}
+{{- end }}
 {{- include "lifeboat.flag" (list "deadline-margin" .Values.deadlineMargin) }}
 {{- include "lifeboat.flag" (list "eviction-backoff" .Values.evictionBackoff) }}
 {{- include "lifeboat.flag" (list "log-level" .Values.logLevel) }}
