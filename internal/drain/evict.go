@@ -50,11 +50,12 @@ type evictOutcome struct {
 	deleted PodProblem
 }
 
-// minGrace is the shortest grace period an eviction asks for. 0 would make
-// the API server remove the pod object at once while its containers still
-// run (a force deletion, which only ForceDeleteAtDeadline may do); kubectl
+// MinGrace is the shortest grace period, in seconds, an eviction asks for
+// (the drain's, and package dsstop's of DaemonSet pods). 0 would make the
+// API server remove the pod object at once while its containers still run
+// (a force deletion, which only ForceDeleteAtDeadline may do); kubectl
 // also turns 0 into 1 unless --force is given.
-const minGrace = 1
+const MinGrace = 1
 
 // evict evicts one pod, retrying refusals that can pass (PDB 429, 409
 // conflicts, server errors) with a real backoff until it is accepted, the
@@ -165,7 +166,7 @@ func (d *Drainer) podGone(ctx context.Context, pod *corev1.Pod) bool {
 }
 
 // grace returns the grace period to ask for (nil: the pod's own) and
-// whether it was capped by the deadline. It is never below minGrace.
+// whether it was capped by the deadline. It is never below MinGrace.
 // Actions.PodGrace replaces the pod's own before the deadline caps it.
 func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 	own := ownGrace(pod)
@@ -175,7 +176,7 @@ func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 		left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
 		want = min(want, left)
 	}
-	want = max(want, minGrace)
+	want = max(want, MinGrace)
 	if want == own {
 		return nil, false
 	}

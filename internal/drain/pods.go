@@ -94,7 +94,7 @@ func listToEvict(ctx context.Context, client Client, node string, skip func(*cor
 // deadline cuts it: podGrace (Actions.PodGrace) when positive, else the
 // pod's own; never below a second.
 func EvictionGrace(p *corev1.Pod, podGrace time.Duration) time.Duration {
-	return time.Duration(max(Actions{PodGrace: podGrace}.requestedGrace(p), minGrace)) * time.Second
+	return time.Duration(max(Actions{PodGrace: podGrace}.requestedGrace(p), MinGrace)) * time.Second
 }
 
 // DrainDeadline is the deadline Drain works to when it starts at started:

@@ -88,6 +88,8 @@ func TestGrace(t *testing.T) {
 		{name: "--pod-grace-period replaces its own", pod: withGrace(60), podGrace: 20 * time.Second, left: time.Hour, want: 20},
 		{name: "--pod-grace-period cut too", pod: withGrace(60), podGrace: 20 * time.Second, left: 5 * time.Second, want: 5, wantCapped: true},
 		{name: "never below a second", pod: withGrace(0), left: time.Hour, want: 1},
+		{name: "cut, never below a second", pod: withGrace(60), left: 500 * time.Millisecond, want: 1, wantCapped: true},
+		{name: "--pod-grace-period below a second: a second", pod: withGrace(60), podGrace: 500 * time.Millisecond, left: time.Hour, want: 1},
 		{name: "no deadline: no cap", pod: withGrace(600), noDeadline: true, want: 600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -175,7 +175,7 @@ func (s *Stopper) stopGroup(ctx context.Context, node string, group []corev1.Pod
 			var again []corev1.Pod
 			for _, p := range pending {
 				left := until.Sub(s.clock.Now())
-				if !until.IsZero() && left < minGrace*time.Second {
+				if !until.IsZero() && left < drain.MinGrace*time.Second {
 					s.notStopped(node, p, noTime(last[p.UID]), res)
 					continue
 				}
