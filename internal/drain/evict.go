@@ -100,7 +100,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 			// namespace controller deletes its pods with their own grace.
 			d.log.Info("pod's namespace is being deleted, waiting for the pod to go", "node", pod.Spec.NodeName, "pod", name)
 			return evictOutcome{kind: evictAccepted, grace: ownGrace(pod)}, nil
-		case refusedForGood(err):
+		case RefusedForGood(err):
 			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
 			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil
 		default:
@@ -137,12 +137,13 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 	}
 }
 
-// refusedForGood reports whether the API server refused an eviction in a
-// way retrying cannot change: a 4xx status other than 404 (gone), 408
-// (timeout), 409 (conflict) and 429 (PDB, API priority and fairness). A
-// 403 from an admission webhook, 400 and 422 are such. Errors without a
-// status (connection refused, reset) and 5xx are retried.
-func refusedForGood(err error) bool {
+// RefusedForGood reports whether the API server refused an eviction in a
+// way retrying cannot change (the drain's evictions and package dsstop's):
+// a 4xx status other than 404 (gone), 408 (timeout), 409 (conflict) and
+// 429 (PDB, API priority and fairness). A 403 from an admission webhook,
+// 400 and 422 are such. Errors without a status (connection refused,
+// reset) and 5xx are retried.
+func RefusedForGood(err error) bool {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return false

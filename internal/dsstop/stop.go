@@ -2,10 +2,8 @@ package dsstop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -187,7 +185,7 @@ func (s *Stopper) stopGroup(ctx context.Context, node string, group []corev1.Pod
 					waiting = append(waiting, asked{pod: p, at: s.clock.Now(), grace: grace, capped: capped})
 				case ctx.Err() != nil:
 					return ctx.Err()
-				case refusedForGood(err):
+				case drain.RefusedForGood(err):
 					s.notStopped(node, p, "eviction refused: "+err.Error(), res)
 				default: // a budget (429), a conflict, a failure: again after Backoff
 					last[p.UID] = err.Error()
@@ -332,21 +330,4 @@ func ended(p *corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-// refusedForGood reports a refusal that retrying cannot change: a 4xx
-// other than 404, 408, 409 and 429 (an admission webhook's 403, 400, 422),
-// as the drain's evictions tell them apart. Errors without a status and
-// 5xx are retried.
-func refusedForGood(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
-	}
-	switch code := st.Status().Code; code {
-	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
-		return false
-	default:
-		return code >= 400 && code < 500
-	}
 }
