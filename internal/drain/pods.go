@@ -65,6 +65,13 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 // owned by a DaemonSet, not finished.
 func Evictable(p *corev1.Pod) bool { return evictable(p) }
 
+// Finished reports whether p's containers have all ended: phase Succeeded
+// or Failed. A drain neither evicts nor waits for such a pod (its object
+// may stay, held by a finalizer or never deleted).
+func Finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
 // also returns the list's resourceVersion, from which waitGone can watch.
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {

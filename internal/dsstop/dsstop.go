@@ -99,7 +99,7 @@ func decide(p *corev1.Pod, all bool, own func(*corev1.Pod) bool) Why {
 	if own != nil && own(p) {
 		return SkipOwn
 	}
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if drain.Finished(p) {
 		return SkipFinished
 	}
 	switch p.Annotations[AnnotationStop] {

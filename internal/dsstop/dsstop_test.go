@@ -100,3 +100,28 @@ func TestGrace(t *testing.T) {
 		})
 	}
 }
+
+func TestEnded(t *testing.T) {
+	terminated := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+	running := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	for _, tc := range []struct {
+		name       string
+		phase      corev1.PodPhase
+		containers []corev1.ContainerStatus
+		want       bool
+	}{
+		{name: "succeeded", phase: corev1.PodSucceeded, want: true},
+		{name: "failed", phase: corev1.PodFailed, want: true},
+		{name: "running, no container statuses", phase: corev1.PodRunning, want: false},
+		{name: "running, every container terminated", phase: corev1.PodRunning, containers: []corev1.ContainerStatus{terminated, terminated}, want: true},
+		{name: "running, one container still running", phase: corev1.PodRunning, containers: []corev1.ContainerStatus{terminated, running}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod("p", "DaemonSet", nil)
+			p.Status.Phase, p.Status.ContainerStatuses = tc.phase, tc.containers
+			if got := ended(&p); got != tc.want {
+				t.Errorf("ended = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

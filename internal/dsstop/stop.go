@@ -316,9 +316,11 @@ func present(pods, ps []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// ended reports whether a pod's containers have all ended.
+// ended reports whether a pod's containers have all ended: it is
+// finished (drain.Finished), or it has container statuses and every one
+// is terminated.
 func ended(p *corev1.Pod) bool {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if drain.Finished(p) {
 		return true
 	}
 	if len(p.Status.ContainerStatuses) == 0 {
