@@ -81,11 +81,9 @@ func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, s
 // listToEvict lists the node's pods through client and keeps those a
 // drain evicts (evictable, not skipped), with the list's resourceVersion.
 func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
-	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+	list, err := NodePods(ctx, client, node)
 	if err != nil {
-		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
+		return nil, "", err
 	}
 	var out []corev1.Pod
 	for i := range list.Items {
@@ -95,6 +93,19 @@ func listToEvict(ctx context.Context, client Client, node string, skip func(*cor
 		}
 	}
 	return out, list.ResourceVersion, nil
+}
+
+// NodePods lists the pods of node, in every namespace, through client: the
+// pods whose spec.nodeName is node (a field selector the API server
+// applies; a fake client may not).
+func NodePods(ctx context.Context, client Client, node string) (*corev1.PodList, error) {
+	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
+	}
+	return list, nil
 }
 
 // EvictionGrace is the grace period Drain's evictions ask for before a

@@ -10,7 +10,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -274,14 +273,12 @@ func (s *Stopper) gone(node string, pods []corev1.Pod, waiting []asked, res *Res
 	return still
 }
 
-// list lists the node's pods (those of another node left out, as a fake
+// list lists the node's pods (drain.NodePods; those of another node left out, as a fake
 // client ignores the field selector).
 func (s *Stopper) list(ctx context.Context, node string) ([]corev1.Pod, error) {
-	list, err := s.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+	list, err := drain.NodePods(ctx, s.client, node)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
+		return nil, err
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
