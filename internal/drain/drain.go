@@ -206,7 +206,7 @@ func evictable(pod *corev1.Pod) bool {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if Finished(pod) {
 		return false
 	}
 	for _, o := range pod.OwnerReferences {
