@@ -26,7 +26,8 @@ import (
 // (comma-separated paths) runs given binaries instead, e.g. a build of an
 // earlier commit beside this one's. LIFEBOAT_BENCH_GOENV (comma-separated
 // NAME=value, e.g. GOGC=50,GOMEMLIMIT=20MiB) runs each binary a second
-// time with that environment.
+// time with that environment; with LIFEBOAT_BENCH_GOENV_ONLY=1 only with it
+// (the chart's DaemonSet alone, e.g. for a 10-minute run of two builds).
 //
 //	flock /tmp/lifeboat-testbed.lock go test -count=1 -p 1 ./test/imds -run '^$' -bench IMDSMemory -benchtime 1x
 //	LIFEBOAT_BENCH_IDLE=10m ... (the 10 minutes)
@@ -50,6 +51,9 @@ func BenchmarkIMDSMemory(b *testing.B) {
 	envs := [][]string{nil}
 	if v := os.Getenv("LIFEBOAT_BENCH_GOENV"); v != "" {
 		envs = append(envs, strings.Split(v, ","))
+		if os.Getenv("LIFEBOAT_BENCH_GOENV_ONLY") == "1" {
+			envs = envs[1:]
+		}
 	}
 	for _, bin := range bins {
 		for _, env := range envs {
