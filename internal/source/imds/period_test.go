@@ -89,8 +89,9 @@ func TestRunIdleMinuteReads(t *testing.T) {
 	}
 }
 
-// Each poll reads the paths due at it (Periods): every path at the first
-// poll and at the one after a failed poll, the count starting again there.
+// Each poll reads the paths due at it (Periods, at the default 1 s
+// interval): every path at the first poll and at the one after a failed
+// poll, the count starting again there.
 func TestRunReadsEachPathAtItsPeriod(t *testing.T) {
 	fast := []string{PathSpot, PathRebalance, PathTargetState}
 	spot := []string{PathSpot}

@@ -39,59 +39,61 @@ var _ metadataAPI = (*Client)(nil)
 // maxBody bounds what is read of one metadata document.
 const maxBody = 1 << 20
 
-// Period is how often Run reads one signal path: at every Every-th poll.
+// Period is how often Run reads one signal path: at least every Every,
+// and at every poll when Every is 0 or shorter than the poll interval.
 type Period struct {
 	Path  string
-	Every int
+	Every time.Duration
 }
 
 // Periods say how often Run reads each signal path, in polling order:
 // each signal as often as its own deadline needs, not all at the fastest
 // rate, because an idle DaemonSet's CPU follows its metadata reads (the
 // thread wake-ups of each round trip; docs/benchmarks.md, issue 28).
-// Every path is read at the first poll and at the poll after a failed one
-// (what failed may be a path read seldom), and the count starts again
-// there. At the default 1 s interval:
 //
-//   - spot/instance-action, every poll (1 s). The notice comes two minutes
-//     before the action (best effort; at once for hibernation), and
-//     lifeboat's target is to read it within 1 s of its appearing.
-//   - events/recommendations/rebalance, every 5th poll (5 s). A
-//     recommendation is advisory and has no deadline; AWS recommends
-//     checking it every 5 s (../shared/fixtures/NOTES.md §3), and when it
-//     comes with an interruption notice the Spot path, read every
-//     second, carries the deadline.
-//   - autoscaling/target-lifecycle-state, every 5th poll (5 s). Terminated
-//     is announced while a terminate lifecycle hook holds the instance,
-//     for its heartbeat timeout: 30 s at least, 3600 s by default
-//     (DESIGN.md, "Lifecycle hook limits"); IMDS mode cannot heartbeat,
-//     so 4 s more of waiting is at most 13 % of the shortest hook and
-//     0.1 % of the default one.
-//   - events/maintenance/scheduled and …/history, every 30th poll (30 s).
-//     AWS announces maintenance days to weeks ahead. 30 is a multiple of
-//     every other period, so a poll that reads the history (where
-//     cancellations come from) reads every path: cancellations are only
-//     submitted from a poll in which every path answered.
+//   - spot/instance-action, at every poll (--imds-poll-interval, 1 s by
+//     default). The notice comes two minutes before the action (best
+//     effort; at once for hibernation), and lifeboat's target is to read
+//     it within 1 s of its appearing.
+//   - events/recommendations/rebalance, every 5 s. A recommendation is
+//     advisory and has no deadline; AWS recommends checking it every 5 s
+//     (../shared/fixtures/NOTES.md §3). When it comes with an
+//     interruption notice, the Spot path, read at every poll, carries
+//     the deadline.
+//   - autoscaling/target-lifecycle-state, every 5 s. Terminated is shown
+//     while a terminate lifecycle hook holds the instance, for the hook's
+//     heartbeat timeout: 30 s at least, 3600 s by default (DESIGN.md,
+//     "Lifecycle hook limits"), and IMDS mode cannot heartbeat. Reading
+//     it 4 s later at most costs 13 % of the shortest hook and 0.1 % of
+//     the default one.
+//   - events/maintenance/scheduled and …/history, every 30 s: AWS
+//     announces maintenance days to weeks ahead.
 //
-// An idle second is then 1 + 2/5 + 2/30 ≈ 1.47 GETs, where reading the
-// three fast paths every poll made it 3.07.
+// A path is read every Every/interval polls (at least every poll), counted
+// from the first poll and from the poll after a failed one, which read
+// every path (what failed may be a path read seldom). A poll that reads
+// the history, where cancellations come from, reads every path:
+// cancellations are submitted only from a poll in which every path
+// answered. At the default interval an idle second is 1 + 2/5 + 2/30 ≈
+// 1.47 GETs, where reading the three fast paths at every poll made it
+// 3.07.
 var Periods = []Period{
-	{PathSpot, 1},
-	{PathRebalance, 5},
-	{PathScheduled, 30},
-	{PathHistory, 30},
-	{PathTargetState, 5},
+	{PathSpot, 0},
+	{PathRebalance, 5 * time.Second},
+	{PathScheduled, 30 * time.Second},
+	{PathHistory, 30 * time.Second},
+	{PathTargetState, 5 * time.Second},
 }
 
-// pathsAt returns the paths Run reads at the n-th poll since the last one
-// that read every path (n = 0 is that poll).
-func pathsAt(n int) []string {
-	if n == 0 {
-		return Paths
-	}
+// pathsAt returns the paths to read at the n-th poll since the last one
+// that read every path (n = 0 is that poll), polling every interval.
+func pathsAt(n int, interval time.Duration) []string {
 	var out []string
 	for _, p := range Periods {
-		if n%p.Every == 0 {
+		if n%max(1, int(p.Every/interval)) == 0 {
+			if p.Path == PathHistory {
+				return Paths
+			}
 			out = append(out, p.Path)
 		}
 	}
@@ -167,7 +169,7 @@ func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 	// n counts the polls since the last that read every path (Periods).
 	n := 0
 	for {
-		err := s.poll(ctx, submit, pathsAt(n))
+		err := s.poll(ctx, submit, pathsAt(n, s.o.Interval))
 		n++
 		if err != nil {
 			n = 0
