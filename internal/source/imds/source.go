@@ -62,10 +62,10 @@ type Period struct {
 //     the deadline.
 //   - autoscaling/target-lifecycle-state, every 5 s. Terminated is shown
 //     while a terminate lifecycle hook holds the instance, for the hook's
-//     heartbeat timeout: 30 s at least, 3600 s by default (DESIGN.md,
-//     "Lifecycle hook limits"), and IMDS mode cannot heartbeat. Reading
-//     it 4 s later at most costs 13 % of the shortest hook and 0.1 % of
-//     the default one.
+//     heartbeat timeout until a heartbeat (--imds-complete-lifecycle
+//     sends them once it has read the state): 30 s at least, 3600 s by
+//     default (DESIGN.md, "Lifecycle hook limits"). Reading it 4 s later
+//     at most costs 13 % of the shortest hook and 0.1 % of the default.
 //   - events/maintenance/scheduled and …/history, every 30 s: AWS
 //     announces maintenance days to weeks ahead.
 //
