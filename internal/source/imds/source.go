@@ -39,61 +39,63 @@ var _ metadataAPI = (*Client)(nil)
 // maxBody bounds what is read of one metadata document.
 const maxBody = 1 << 20
 
-// Period is how often Run reads one signal path: at least every Every,
-// and at every poll when Every is 0 or shorter than the poll interval.
+// Period is how often Run reads one signal path: at every Every-th poll.
 type Period struct {
 	Path  string
-	Every time.Duration
+	Every int
 }
 
 // Periods say how often Run reads each signal path, in polling order:
 // each signal as often as its own deadline needs, not all at the fastest
 // rate, because an idle DaemonSet's CPU follows its metadata reads (the
-// thread wake-ups of each round trip; docs/benchmarks.md, issue 28).
+// thread wake-ups of each round trip; docs/benchmarks.md, issue 28). At
+// the default interval (--imds-poll-interval 1s):
 //
-//   - spot/instance-action, at every poll (--imds-poll-interval, 1 s by
-//     default). The notice comes two minutes before the action (best
-//     effort; at once for hibernation), and lifeboat's target is to read
-//     it within 1 s of its appearing.
-//   - events/recommendations/rebalance, every 5 s. A recommendation is
-//     advisory and has no deadline; AWS recommends checking it every 5 s
-//     (../shared/fixtures/NOTES.md §3). When it comes with an
-//     interruption notice, the Spot path, read at every poll, carries
-//     the deadline.
-//   - autoscaling/target-lifecycle-state, every 5 s. Terminated is shown
-//     while a terminate lifecycle hook holds the instance, for the hook's
-//     heartbeat timeout until a heartbeat (--imds-complete-lifecycle
-//     sends them once it has read the state): 30 s at least, 3600 s by
-//     default (DESIGN.md, "Lifecycle hook limits"). Reading it 4 s later
-//     at most costs 13 % of the shortest hook and 0.1 % of the default.
-//   - events/maintenance/scheduled and …/history, every 30 s: AWS
-//     announces maintenance days to weeks ahead.
+//   - spot/instance-action, every poll (1 s). The notice comes two minutes
+//     before the action (best effort; at once for hibernation), and
+//     lifeboat's target is to read it within 1 s of its appearing.
+//   - events/recommendations/rebalance, every 5th poll (5 s). A
+//     recommendation is advisory and has no deadline; AWS recommends
+//     checking it every 5 s (../shared/fixtures/NOTES.md §3). When it
+//     comes with an interruption notice, the Spot path, read at every
+//     poll, carries the deadline.
+//   - autoscaling/target-lifecycle-state, every 5th poll (5 s). Terminated
+//     is shown while a terminate lifecycle hook holds the instance, for
+//     the hook's heartbeat timeout until a heartbeat
+//     (--imds-complete-lifecycle sends them once it has read the state):
+//     30 s at least, 3600 s by default (DESIGN.md, "Lifecycle hook
+//     limits"). Reading it 4 s later at most costs 13 % of the shortest
+//     hook and 0.1 % of the default.
+//   - events/maintenance/scheduled and …/history, every 30th poll (30 s):
+//     AWS announces maintenance days to weeks ahead. 30 is a multiple of
+//     every other period, so a poll that reads the history (where
+//     cancellations come from) reads every path: cancellations are
+//     submitted only from a poll in which every path answered.
 //
-// A path is read every Every/interval polls (at least every poll), counted
-// from the first poll and from the poll after a failed one, which read
-// every path (what failed may be a path read seldom). A poll that reads
-// the history, where cancellations come from, reads every path:
-// cancellations are submitted only from a poll in which every path
-// answered. At the default interval an idle second is 1 + 2/5 + 2/30 ≈
-// 1.47 GETs, where reading the three fast paths at every poll made it
-// 3.07.
+// The periods are counted in polls, so they scale with the interval (as
+// the scheduled paths' always did): the interval is the one setting of
+// how fast lifeboat reacts, and test/imds runs at a tenth of it. Every
+// path is read at the first poll and at the poll after a failed one (what
+// failed may be a path read seldom), and the count starts again there. At
+// the default interval an idle second is 1 + 2/5 + 2/30 ≈ 1.47 GETs,
+// where reading the three fast paths at every poll made it 3.07.
 var Periods = []Period{
-	{PathSpot, 0},
-	{PathRebalance, 5 * time.Second},
-	{PathScheduled, 30 * time.Second},
-	{PathHistory, 30 * time.Second},
-	{PathTargetState, 5 * time.Second},
+	{PathSpot, 1},
+	{PathRebalance, 5},
+	{PathScheduled, 30},
+	{PathHistory, 30},
+	{PathTargetState, 5},
 }
 
-// pathsAt returns the paths to read at the n-th poll since the last one
-// that read every path (n = 0 is that poll), polling every interval.
-func pathsAt(n int, interval time.Duration) []string {
+// pathsAt returns the paths Run reads at the n-th poll since the last one
+// that read every path (n = 0 is that poll).
+func pathsAt(n int) []string {
+	if n == 0 {
+		return Paths
+	}
 	var out []string
 	for _, p := range Periods {
-		if n%max(1, int(p.Every/interval)) == 0 {
-			if p.Path == PathHistory {
-				return Paths
-			}
+		if n%p.Every == 0 {
 			out = append(out, p.Path)
 		}
 	}
@@ -169,7 +171,7 @@ func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 	// n counts the polls since the last that read every path (Periods).
 	n := 0
 	for {
-		err := s.poll(ctx, submit, pathsAt(n, s.o.Interval))
+		err := s.poll(ctx, submit, pathsAt(n))
 		n++
 		if err != nil {
 			n = 0

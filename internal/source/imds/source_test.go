@@ -374,50 +374,29 @@ func TestPollStopsWhenUnreachable(t *testing.T) {
 	}
 }
 
-// Periods name every signal path once, in Paths' order, and the Spot
-// notice is read at every poll.
+// Periods name every signal path once, in Paths' order; the Spot notice is
+// read at every poll; a poll that reads the maintenance history (the
+// source of cancellations) reads every path, so that a cancellation is
+// submitted from a poll in which every path answered.
 func TestPeriods(t *testing.T) {
 	var paths []string
+	every := map[string]int{}
 	for _, p := range Periods {
 		paths = append(paths, p.Path)
-		if p.Path == PathSpot && p.Every != 0 {
-			t.Errorf("%s read every %v, want every poll", p.Path, p.Every)
+		every[p.Path] = p.Every
+		if p.Every < 1 {
+			t.Errorf("%s: every %d polls", p.Path, p.Every)
 		}
 	}
 	if d := cmp.Diff(Paths, paths); d != "" {
 		t.Errorf("Periods' paths (-Paths +Periods):\n%s", d)
 	}
-}
-
-// pathsAt at other intervals: a period shorter than the interval is every
-// poll, and a poll that reads the history reads every path (so that a
-// cancellation comes from a complete read).
-func TestPathsAt(t *testing.T) {
-	fast := []string{PathSpot, PathRebalance, PathTargetState}
-	spot := []string{PathSpot}
-	tests := []struct {
-		interval time.Duration
-		n        int
-		want     []string
-	}{
-		{time.Second, 0, Paths},
-		{time.Second, 1, spot},
-		{time.Second, 5, fast},
-		{time.Second, 30, Paths},
-		{2 * time.Second, 1, spot},
-		{2 * time.Second, 2, fast},   // 4 s: the 5 s period rounded down to polls
-		{2 * time.Second, 15, Paths}, // 30 s, although 15 is odd
-		{2 * time.Second, 16, fast},
-		{100 * time.Millisecond, 49, spot},
-		{100 * time.Millisecond, 50, fast},
-		{100 * time.Millisecond, 300, Paths},
-		{7 * time.Second, 1, fast},
-		{7 * time.Second, 4, Paths},
-		{time.Minute, 1, Paths},
+	if every[PathSpot] != 1 {
+		t.Errorf("%s read every %d polls, want every poll", PathSpot, every[PathSpot])
 	}
-	for _, tt := range tests {
-		if d := cmp.Diff(tt.want, pathsAt(tt.n, tt.interval)); d != "" {
-			t.Errorf("pathsAt(%d, %v) (-want +got):\n%s", tt.n, tt.interval, d)
+	for _, p := range Periods {
+		if every[PathHistory]%p.Every != 0 {
+			t.Errorf("%s every %d polls is not a multiple of %s's %d", PathHistory, every[PathHistory], p.Path, p.Every)
 		}
 	}
 }
