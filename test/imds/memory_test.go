@@ -81,6 +81,7 @@ func benchIMDSMemory(b *testing.B, bin string, env []string, idle time.Duration)
 	w := newWorld(b, worldOptions{
 		imds: testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true},
 		poll: time.Second, bin: bin, env: env, flags: []string{"--log-level", "info"},
+		life: idle + 4*time.Minute, // the default 4 min ended a 10-minute run before its metrics were read
 	})
 	w.eventually(30*time.Second, "ready", func() bool { return w.readyz() == 200 })
 	ready := time.Since(w.started)
