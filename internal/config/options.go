@@ -140,7 +140,7 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.ManagedTag })},
 	{name: "imds-endpoint", modes: []Mode{ModeIMDS}, usage: "instance metadata endpoint; empty means the SDK's: AWS_EC2_METADATA_SERVICE_ENDPOINT, else by AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE http://169.254.169.254 (IPv4, the default) or http://[fd00:ec2::254] (IPv6)",
 		bind: strOpt(func(c *Config) *string { return &c.IMDSEndpoint })},
-	{name: "imds-poll-interval", modes: []Mode{ModeIMDS}, def: "1s", usage: "how often instance metadata is read",
+	{name: "imds-poll-interval", modes: []Mode{ModeIMDS}, def: "1s", usage: "how often instance metadata is polled: the Spot notice at every poll, the rebalance recommendation and target-lifecycle-state at every 5th, scheduled maintenance at every 30th",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.IMDSPoll })},
 	{name: "imds-allow-v1", modes: []Mode{ModeIMDS}, def: "false", usage: "fall back to IMDSv1 when no IMDSv2 token can be obtained",
 		bind: boolOpt(func(c *Config) *bool { return &c.IMDSAllowV1 })},
