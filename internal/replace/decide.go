@@ -134,6 +134,9 @@ type Decision struct {
 	// bounds the wait.
 	Want  int
 	Until time.Time
+	// Rounds is how many times in a row the rollout creates new pods
+	// and waits for them Ready before Want are: Want over its maxSurge.
+	Rounds int
 }
 
 // Decide decides for one Deployment's pods on a draining node.
@@ -162,15 +165,50 @@ func Decide(in Input) Decision {
 	if !ok {
 		return skip(ReasonUnknownTime, "no pod of it ever became Ready and it has no "+AnnotationSeconds+" annotation")
 	}
+	want := wanted(in)
+	rounds := (want + surge(d) - 1) / surge(d)
 	until := in.EvictBy
 	if until.IsZero() {
 		until = in.Now.Add(in.MaxWait)
-	} else if in.Now.Add(need).After(until) {
-		return Decision{Reason: ReasonNoTime, Need: need, NeedFrom: from,
-			Detail: fmt.Sprintf("a new pod needs %v (%s), only %v are left before the evictions must begin", need, from, until.Sub(in.Now).Round(time.Second))}
+	} else if in.Now.Add(time.Duration(rounds) * need).After(until) {
+		return Decision{Reason: ReasonNoTime, Need: need, NeedFrom: from, Rounds: rounds,
+			Detail: fmt.Sprintf("%d new pod(s) in %d rollout round(s) of %v (%s) need more than the %v left before the evictions must begin",
+				want, rounds, need, from, until.Sub(in.Now).Round(time.Second))}
 	}
 	return Decision{Action: Replace, Reason: ReasonLast, Need: need, NeedFrom: from, Restart: !rollingOut(in.ReplicaSet, d),
-		Want: min(len(in.Pods), int(replicas(d))), Until: until}
+		Want: want, Rounds: rounds, Until: until}
+}
+
+// wanted is how many new pods must be Ready on other nodes before the
+// pods are evicted: as many as the Deployment has Ready now, and at least
+// the pods here, at most its replicas. Fewer would not do: as each new
+// pod is Ready the rollout scales the old ReplicaSet down, and may delete
+// an old pod on another node while the drain evicts one here (its own
+// maxUnavailable 0 counts the pod here as available). Once that many new
+// pods are Ready, every old pod is one too many, wherever it runs.
+func wanted(in Input) int {
+	ready := 0
+	for i := range in.Selected {
+		if p := &in.Selected[i]; p.DeletionTimestamp == nil && podReady(p) {
+			ready++
+		}
+	}
+	return min(max(ready, len(in.Pods)), int(replicas(in.Deployment)))
+}
+
+// surge is how many new pods the Deployment's rollout creates at a
+// time: its maxSurge in pods, at least one (with maxUnavailable 0 the
+// API requires maxSurge above 0).
+func surge(d *appsv1.Deployment) int {
+	ms := intstr.FromString("25%") // the API's default
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil && ru.MaxSurge != nil {
+		ms = *ru.MaxSurge
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&ms, int(replicas(d)), true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // last reports whether evicting the pods would leave the Deployment

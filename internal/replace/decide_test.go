@@ -82,7 +82,7 @@ func TestDecide(t *testing.T) {
 		}
 		return in
 	}
-	replace := Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 1, Until: spot}
+	replace := Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 1, Rounds: 1, Until: spot}
 	tests := []struct {
 		name string
 		in   Input
@@ -94,7 +94,7 @@ func TestDecide(t *testing.T) {
 			in.Deployment = deployment(3)
 			in.Pods = []corev1.Pod{here, second}
 			in.Selected = []corev1.Pod{here, second, thereUnready}
-		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 2, Until: spot}},
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 2, Rounds: 2, Until: spot}},
 		{"a ready replica elsewhere: not last", input(func(in *Input) {
 			in.Deployment = deployment(2)
 			in.Selected = []corev1.Pod{here, there}
@@ -105,11 +105,26 @@ func TestDecide(t *testing.T) {
 			in.Deployment = deployment(2)
 			in.Selected = []corev1.Pod{here, *gone}
 		}), replace},
-		{"a PDB allowing 0 disruptions", input(func(in *Input) {
+		// The rollout scales the old ReplicaSet down as each new pod is
+		// Ready, and may delete web-b (elsewhere) while the drain evicts
+		// web-a: only as many new pods as were Ready keep the two.
+		{"a PDB allowing 0 disruptions: as many new pods as were Ready, one rollout round each", input(func(in *Input) {
 			in.Deployment = deployment(2)
 			in.Selected = []corev1.Pod{here, there}
 			in.PDBs = []policyv1.PodDisruptionBudget{pdb(0)}
-		}), replace},
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 2, Rounds: 2, Until: spot}},
+		{"a PDB allowing 0, three replicas: three rounds of 40 s do not fit", input(func(in *Input) {
+			third := pod("web-c", "ip-10-0-0-3.ec2.internal", true)
+			in.Deployment = deployment(3)
+			in.Selected = []corev1.Pod{here, there, third}
+			in.PDBs = []policyv1.PodDisruptionBudget{pdb(0)}
+		}), Decision{Reason: ReasonNoTime, Need: 40 * time.Second, NeedFrom: "learned", Rounds: 3}},
+		{"maxSurge 2: two new pods a round", input(func(in *Input) {
+			third := pod("web-c", "ip-10-0-0-3.ec2.internal", true)
+			in.Deployment = deployment(3, func(d *appsv1.Deployment) { d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2)) })
+			in.Selected = []corev1.Pod{here, there, third}
+			in.PDBs = []policyv1.PodDisruptionBudget{pdb(0)}
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 3, Rounds: 2, Until: spot}},
 		{"a PDB allowing 1: not last", input(func(in *Input) {
 			in.Deployment = deployment(2)
 			in.Selected = []corev1.Pod{here, there}
@@ -137,21 +152,21 @@ func TestDecide(t *testing.T) {
 		}), replace},
 		{"time too short", input(func(in *Input) {
 			in.EvictBy = now.Add(30 * time.Second)
-		}), Decision{Reason: ReasonNoTime, Need: 40 * time.Second, NeedFrom: "learned"}},
+		}), Decision{Reason: ReasonNoTime, Need: 40 * time.Second, NeedFrom: "learned", Rounds: 1}},
 		{"the annotation overrides the learned time", input(func(in *Input) {
 			in.EvictBy = now.Add(30 * time.Second)
 			in.Deployment.Annotations[AnnotationSeconds] = "20"
-		}), Decision{Action: Replace, Reason: ReasonLast, Need: 20 * time.Second, NeedFrom: "annotation", Restart: true, Want: 1, Until: now.Add(30 * time.Second)}},
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 20 * time.Second, NeedFrom: "annotation", Restart: true, Want: 1, Rounds: 1, Until: now.Add(30 * time.Second)}},
 		{"no pod ever Ready and no annotation", input(func(in *Input) {
 			p := pod("web-a", node, false)
 			in.Pods, in.Selected = []corev1.Pod{p}, []corev1.Pod{p}
 		}), Decision{Reason: ReasonUnknownTime}},
 		{"no deadline: MaxWait bounds the wait", input(func(in *Input) {
 			in.EvictBy = time.Time{}
-		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 1, Until: now.Add(DefaultMaxWait)}},
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Restart: true, Want: 1, Rounds: 1, Until: now.Add(DefaultMaxWait)}},
 		{"a rollout already under way: no second restart", input(func(in *Input) {
 			in.Deployment.Spec.Template.Annotations = map[string]string{RestartedAt: "earlier"}
-		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Want: 1, Until: spot}},
+		}), Decision{Action: Replace, Reason: ReasonLast, Need: 40 * time.Second, NeedFrom: "learned", Want: 1, Rounds: 1, Until: spot}},
 		{"scaled to zero: nothing to keep", input(func(in *Input) {
 			in.Deployment = deployment(0)
 		}), Decision{Reason: ReasonNotLast}},

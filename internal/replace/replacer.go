@@ -157,10 +157,10 @@ func (r *Replacer) replace(ctx context.Context, node string, g *group, evictBy f
 		if !dec.Restart {
 			how = "its rollout already under way"
 		}
-		r.log.Info(ReasonReplacementStarted, "node", node, "deployment", g.ns+"/"+dep.Name, "restart", dec.Restart, "need", dec.Need, "until", dec.Until)
+		r.log.Info(ReasonReplacementStarted, "node", node, "deployment", g.ns+"/"+dep.Name, "restart", dec.Restart, "want", dec.Want, "rounds", dec.Rounds, "need", dec.Need, "until", dec.Until)
 		r.event(dep, node, corev1.EventTypeNormal, ReasonReplacementStarted,
-			fmt.Sprintf("its pods on node %s are its last ready replicas: waiting up to %s for %d new pod(s) Ready on another node (%s; a new pod needs %v, %s) before evicting them",
-				node, dec.Until.UTC().Format(time.RFC3339), dec.Want, how, dec.Need, dec.NeedFrom))
+			fmt.Sprintf("its pods on node %s are its last ready replicas: waiting up to %s for %d new pod(s) Ready on other nodes (%s; %d round(s) of a new pod's %v, %s) before evicting them",
+				node, dec.Until.UTC().Format(time.RFC3339), dec.Want, how, dec.Rounds, dec.Need, dec.NeedFrom))
 		r.wait(ctx, node, g, dep, rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey], dec, started)
 		return
 	}
