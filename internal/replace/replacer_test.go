@@ -109,7 +109,14 @@ func (w *stepWorld) run(at time.Time) <-chan struct{} {
 // addReplacement creates a Ready pod of a new template on another node.
 func (w *stepWorld) addReplacement(t *testing.T) {
 	t.Helper()
-	p := pod("web-n", "ip-10-0-0-2.ec2.internal", true)
+	w.addReplacementNamed(t, "web-n")
+}
+
+// addReplacementNamed creates a Ready pod of a new template named name
+// on another node.
+func (w *stepWorld) addReplacementNamed(t *testing.T, name string) {
+	t.Helper()
+	p := pod(name, "ip-10-0-0-2.ec2.internal", true)
 	p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "new"
 	if _, err := w.cs.CoreV1().Pods("ns").Create(context.Background(), &p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,5 +223,44 @@ func TestStepFailedReadEvictsAsToday(t *testing.T) {
 	}
 	if w.apps.patched() != 0 || w.count.get("failed") != 1 {
 		t.Errorf("%d patches, counts %v: want none and one failed", w.apps.patched(), w.count.m)
+	}
+}
+
+// TestStepPDBWaitsForAsManyAsWereReady: two Ready replicas, one on the
+// node, under a budget allowing no disruption. When the first new pod is
+// Ready the rollout deletes the old pod on the other node; evicting the
+// one here then would leave one Ready pod. The hook returns only once
+// two new pods are Ready.
+func TestStepPDBWaitsForAsManyAsWereReady(t *testing.T) {
+	w := newStepWorld(t)
+	w.apps.dep = deployment(2)
+	there := pod("web-b", "ip-10-0-0-2.ec2.internal", true)
+	budget := pdb(0)
+	ctx := context.Background()
+	if _, err := w.cs.CoreV1().Pods("ns").Create(ctx, &there, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.cs.PolicyV1().PodDisruptionBudgets("ns").Create(ctx, &budget, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := w.run(now.Add(3 * time.Minute))
+	w.waiting(t)
+	w.addReplacementNamed(t, "web-n1")
+	if err := w.cs.CoreV1().Pods("ns").Delete(ctx, there.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		w.clk.Step(time.Second)
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("returned with one new pod Ready: evicting now leaves one Ready pod")
+	default:
+	}
+	w.addReplacementNamed(t, "web-n2")
+	waitDone(t, done, w.clk)
+	if w.apps.patched() != 1 || w.count.get("ready") != 1 {
+		t.Errorf("%d patches, counts %v: want one restart and one ready", w.apps.patched(), w.count.m)
 	}
 }
