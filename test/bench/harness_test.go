@@ -386,7 +386,7 @@ func plainFleet(ctx context.Context, b *testing.B, env *testenv.Env, ns, prefix 
 	g.SetLimit(16)
 	for j := range n {
 		f.ids[j] = testenv.RandomInstanceID()
-		f.names[j] = fmt.Sprintf("%s-%04d", prefix, j)
+		f.names[j] = fleetNodeName(prefix, j)
 		g.Go(func() error { return createNodeWithPods(gctx, env, ns, f.names[j], f.ids[j], "", podsPer) })
 	}
 	if err := g.Wait(); err != nil {
@@ -512,13 +512,8 @@ func createNodeWithPods(ctx context.Context, env *testenv.Env, ns, name, instanc
 	if _, err := env.CreateNode(ctx, testenv.NodeSpec{Name: name, InstanceID: instanceID, AZ: az}); err != nil {
 		return err
 	}
-	// Pods are named after their node: six random letters from
-	// Kubernetes' 27-letter alphabet collide more often than not among
-	// 20,000 pods in one namespace (a 5,000-node run, 2 pods each for the
-	// floor and again for lifeboat, aborted on "pods ...
-	// already exists").
 	for k := range podsPer {
-		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, k), Node: name, Grace: -1}); err != nil {
+		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Name: podName(name, k), Node: name, Grace: -1}); err != nil {
 			return err
 		}
 	}
