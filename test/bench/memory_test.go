@@ -3,7 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,12 +35,34 @@ func envInt(b *testing.B, name string, def int) int {
 // in its status, as real nodes have) and LIFEBOAT_BENCH_PODS pods (default
 // 15,000), waits until its node cache is filled and reports its resident
 // memory (VmRSS) and peak (VmHWM).
+//
+// LIFEBOAT_BENCH_BINARIES (comma-separated paths) runs given binaries one
+// after another in the same cluster instead of a build of this tree, e.g.
+// an earlier commit's beside this one's. LIFEBOAT_BENCH_GOENV
+// (comma-separated NAME=value, e.g. the chart's Deployment's GOGC and
+// GOMEMLIMIT) is set in lifeboat's environment. LIFEBOAT_BENCH_HEAP_PROFILE=DIR
+// builds with -tags pprof (given binaries must be such builds) and writes
+// each process's heap profile (inuse and alloc) to DIR once the cache filled.
 func BenchmarkQueueModeMemory(b *testing.B) {
 	nodes := envInt(b, "LIFEBOAT_BENCH_NODES", 5000)
 	pods := envInt(b, "LIFEBOAT_BENCH_PODS", 15000)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	profileDir := os.Getenv("LIFEBOAT_BENCH_HEAP_PROFILE")
+	var goEnv []string
+	if v := os.Getenv("LIFEBOAT_BENCH_GOENV"); v != "" {
+		goEnv = strings.Split(v, ",")
+	}
 	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true, NoKwok: true, NoControllerManager: true})
+	bins := []string{bin}
+	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
+		bins = strings.Split(v, ",")
+	} else if profileDir != "" {
+		var err error
+		if bins[0], err = testenv.BuildLifeboat(dir, "pprof"); err != nil {
+			b.Fatal(err)
+		}
+	}
 	stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, "memory")
 	if err != nil {
 		b.Fatal(err)
@@ -89,33 +114,91 @@ func BenchmarkQueueModeMemory(b *testing.B) {
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		port, err := testenv.FreePort()
-		if err != nil {
-			b.Fatal(err)
-		}
-		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-mem-%d", i), bin, []string{"run",
-			"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
-			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
-		}, testenv.AWSEnv(), dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := testenv.WaitHTTP(ctx, proc, nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
-			b.Fatal(err)
-		}
-		// The node cache fills in a few seconds; let garbage collection settle.
-		time.Sleep(15 * time.Second)
-		rss, hwm := procMemory(b, proc.Pid())
-		heap := gauge(b, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "go_memstats_heap_inuse_bytes")
-		proc.Stop()
-		b.ReportMetric(heap/(1<<20), "heap_inuse_MiB")
-		b.ReportMetric(float64(nodes), "nodes")
-		b.ReportMetric(float64(pods), "pods")
-		b.ReportMetric(rss/1024, "rss_MiB")
-		b.ReportMetric(hwm/1024, "peak_rss_MiB")
+	for k, bin := range bins {
+		b.Run(fmt.Sprintf("%d-%s", k, filepath.Base(bin)), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runQueueModeMemory(ctx, b, memoryRun{bin: bin, name: fmt.Sprintf("lifeboat-mem-%d-%d", k, i), env: goEnv,
+					dir: dir, queueURL: stack.QueueURL, moto: moto.Endpoint, kubeconfig: env.Kubeconfig, profileDir: profileDir,
+					nodes: nodes, pods: pods})
+			}
+		})
 	}
+}
+
+// memoryRun is one lifeboat process measured by runQueueModeMemory.
+type memoryRun struct {
+	bin, name, dir, queueURL, moto, kubeconfig, profileDir string
+	env                                                    []string
+	nodes, pods                                            int
+}
+
+func runQueueModeMemory(ctx context.Context, b *testing.B, r memoryRun) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	procEnv := append(testenv.AWSEnv(), r.env...)
+	pprofAddr := ""
+	if r.profileDir != "" {
+		pport, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", pport)
+		procEnv = append(procEnv, "LIFEBOAT_PPROF_ADDR="+pprofAddr)
+	}
+	proc, err := testenv.StartProcess(r.name, r.bin, []string{"run",
+		"--queue-url", r.queueURL, "--aws-endpoint", r.moto, "--region", "us-east-1",
+		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
+	}, procEnv, r.dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proc.Stop()
+	if err := testenv.WaitHTTP(ctx, proc, nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
+		b.Fatal(err)
+	}
+	// The node cache fills in a few seconds; let garbage collection settle.
+	time.Sleep(15 * time.Second)
+	rss, hwm := procMemory(b, proc.Pid())
+	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	heap := gauge(b, metrics, "go_memstats_heap_inuse_bytes")
+	alloc := gauge(b, metrics, "go_memstats_heap_alloc_bytes")
+	if pprofAddr != "" {
+		heapProfile(b, pprofAddr, filepath.Join(r.profileDir, fmt.Sprintf("%s-n%d.heap.pprof", r.name, r.nodes)))
+	}
+	b.ReportMetric(heap/(1<<20), "heap_inuse_MiB")
+	b.ReportMetric(alloc/(1<<20), "heap_alloc_MiB")
+	b.ReportMetric(float64(r.nodes), "nodes")
+	b.ReportMetric(float64(r.pods), "pods")
+	b.ReportMetric(rss/1024, "rss_MiB")
+	b.ReportMetric(hwm/1024, "peak_rss_MiB")
+}
+
+// heapProfile fetches a heap profile (after a garbage collection) from a
+// pprof endpoint and writes it to path; errors are logged, not fatal (the
+// profile is an aid, not a figure).
+func heapProfile(b *testing.B, addr, path string) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr))
+	if err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Logf("heap profile: status %d, %v", resp.StatusCode, err)
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Logf("heap profile: %v", err)
+		return
+	}
+	b.Logf("heap profile written to %s", path)
 }
 
 // procMemory returns VmRSS and VmHWM of a process, in KiB.
