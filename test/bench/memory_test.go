@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -67,27 +71,18 @@ func BenchmarkQueueModeMemory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var images []corev1.ContainerImage
-	for i := range 30 {
-		images = append(images, corev1.ContainerImage{
-			Names:     []string{fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d@sha256:%064d", i, i), fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d:v1.2.%d", i, i)},
-			SizeBytes: 123456789,
-		})
-	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
 	for i := range nodes {
 		g.Go(func() error {
-			n, err := env.Client.CoreV1().Nodes().Create(gctx, &corev1.Node{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mem-%05d", i), Labels: map[string]string{
-					"topology.kubernetes.io/zone": "us-east-1a", "node.kubernetes.io/instance-type": "m5.large", "eks.amazonaws.com/nodegroup": "ng-1"}},
-				Spec: corev1.NodeSpec{ProviderID: testenv.ProviderID("us-east-1a", testenv.RandomInstanceID())},
-			}, metav1.CreateOptions{})
+			want := memNode(i)
+			n := want.DeepCopy()
+			n.Status = corev1.NodeStatus{}
+			n, err := env.Client.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{})
 			if err != nil {
 				return err
 			}
-			n.Status.Images = images
-			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+			n.Status = want.Status
 			_, err = env.Client.CoreV1().Nodes().UpdateStatus(gctx, n, metav1.UpdateOptions{})
 			return err
 		})
@@ -123,6 +118,129 @@ func BenchmarkQueueModeMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// memNode is the benchmark's node i: 30 container images in its status,
+// as real nodes have, 3 labels and a providerID.
+func memNode(i int) *corev1.Node {
+	var images []corev1.ContainerImage
+	for i := range 30 {
+		images = append(images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d@sha256:%064d", i, i), fmt.Sprintf("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/service-%02d:v1.2.%d", i, i)},
+			SizeBytes: 123456789,
+		})
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mem-%05d", i), Labels: map[string]string{
+			"topology.kubernetes.io/zone": "us-east-1a", "node.kubernetes.io/instance-type": "m5.large", "eks.amazonaws.com/nodegroup": "ng-1"}},
+		Spec: corev1.NodeSpec{ProviderID: testenv.ProviderID("us-east-1a", testenv.RandomInstanceID())},
+		Status: corev1.NodeStatus{Images: images,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// BenchmarkQueueModeMemoryStandIn measures the same as
+// BenchmarkQueueModeMemory without the testbed (so without its lock, and
+// 20,000 nodes in seconds): a stand-in API server serves the benchmark's
+// nodes as the real one does to lifeboat's list, in protobuf pages of the
+// size asked for, and an idle watch; every other request gets 404, and
+// the queue's endpoint is the same server, so lifeboat's receives fail and
+// it retries. The nodes carry no managedFields (the real API server's add
+// ~0.5 KB a node to the wire, stripped like the images). Same variables
+// as BenchmarkQueueModeMemory, except the pods (there are none).
+func BenchmarkQueueModeMemoryStandIn(b *testing.B) {
+	nodes := envInt(b, "LIFEBOAT_BENCH_NODES", 5000)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	profileDir := os.Getenv("LIFEBOAT_BENCH_HEAP_PROFILE")
+	var goEnv []string
+	if v := os.Getenv("LIFEBOAT_BENCH_GOENV"); v != "" {
+		goEnv = strings.Split(v, ",")
+	}
+	dir := b.TempDir()
+	var bins []string
+	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
+		bins = strings.Split(v, ",")
+	} else {
+		var tags []string
+		if profileDir != "" {
+			tags = []string{"pprof"}
+		}
+		bin, err := testenv.BuildLifeboat(dir, tags...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bins = []string{bin}
+	}
+	srv := httptest.NewServer(standInAPI(b, nodes))
+	defer srv.Close()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: stand-in, cluster: {server: %q}}]
+users: [{name: stand-in, user: {token: t}}]
+contexts: [{name: stand-in, context: {cluster: stand-in, user: stand-in}}]
+current-context: stand-in
+`, srv.URL)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for k, bin := range bins {
+		b.Run(fmt.Sprintf("%d-%s", k, filepath.Base(bin)), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runQueueModeMemory(ctx, b, memoryRun{bin: bin, name: fmt.Sprintf("lifeboat-standin-%d-%d", k, i), env: goEnv,
+					dir: dir, queueURL: srv.URL + "/123456789012/memory", moto: srv.URL, kubeconfig: kubeconfig, profileDir: profileDir,
+					nodes: nodes})
+			}
+		})
+	}
+}
+
+// standInAPI serves n benchmark nodes on /api/v1/nodes: lists in protobuf
+// pages (limit and continue), watches open and idle.
+func standInAPI(b *testing.B, n int) http.Handler {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	const rv = "1000"
+	page := func(start, limit int) []byte {
+		l := &corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}, ListMeta: metav1.ListMeta{ResourceVersion: rv}}
+		end := n
+		if limit > 0 {
+			end = min(n, start+limit)
+		}
+		for i := start; i < end; i++ {
+			l.Items = append(l.Items, *memNode(i))
+		}
+		if end < n {
+			l.Continue = strconv.Itoa(end)
+		}
+		var buf bytes.Buffer
+		if err := codec.Encode(l, &buf); err != nil {
+			b.Error(err)
+		}
+		return buf.Bytes()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.URL.Path != "/api/v1/nodes" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+			return
+		}
+		if q.Get("watch") == "true" {
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		if !strings.Contains(r.Header.Get("Accept"), "protobuf") {
+			b.Errorf("node list asks for %q, want protobuf (as lifeboat's client does)", r.Header.Get("Accept"))
+		}
+		start, _ := strconv.Atoi(q.Get("continue"))
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(page(start, limit))
+	})
 }
 
 // memoryRun is one lifeboat process measured by runQueueModeMemory.
