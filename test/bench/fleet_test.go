@@ -79,12 +79,16 @@ func BenchmarkDaemonSetFleet(b *testing.B) {
 
 		var fleet []*testenv.Lifeboat
 		for i := range n {
-			mock, err := testenv.NewIMDS(ctx, filepath.Join(dir, "imds"), testenv.IMDSOptions{InstanceID: ids[i], IMDSv2Only: true})
+			nodeDir := filepath.Join(dir, nodes[i])
+			if err := os.MkdirAll(filepath.Join(nodeDir, "imds"), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			mock, err := testenv.NewIMDS(ctx, filepath.Join(nodeDir, "imds"), testenv.IMDSOptions{InstanceID: ids[i], IMDSv2Only: true})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer mock.Close()
-			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: imdsBin, Dir: filepath.Join(dir, nodes[i]),
+			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: imdsBin, Dir: nodeDir,
 				Env: []string{"GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1"},
 				Args: []string{"--mode", "imds", "--node-name", nodes[i], "--imds-endpoint", mock.URL,
 					"--kubeconfig", env.Kubeconfig, "--log-level", "warn"}})
@@ -102,7 +106,11 @@ func BenchmarkDaemonSetFleet(b *testing.B) {
 
 		var deployment []*testenv.Lifeboat
 		for i := range 2 {
-			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Dir: filepath.Join(dir, fmt.Sprintf("queue-%d", i)),
+			queueDir := filepath.Join(dir, fmt.Sprintf("queue-%d", i))
+			if err := os.MkdirAll(queueDir, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Dir: queueDir,
 				Args: []string{"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
 					"--kubeconfig", env.Kubeconfig, "--lease-namespace", metav1.NamespaceDefault, "--log-level", "warn"}})
 			if err != nil {
