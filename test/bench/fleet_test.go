@@ -112,7 +112,11 @@ func BenchmarkDaemonSetFleet(b *testing.B) {
 			}
 			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Dir: queueDir,
 				Args: []string{"--queue-url", stack.QueueURL, "--aws-endpoint", moto.Endpoint, "--region", "us-east-1",
-					"--kubeconfig", env.Kubeconfig, "--lease-namespace", metav1.NamespaceDefault, "--log-level", "warn"}})
+					"--kubeconfig", env.Kubeconfig, "--lease-namespace", metav1.NamespaceDefault, "--log-level", "warn",
+					// Its identity in the Lease, as the chart's downward API gives
+					// it: without, both replicas on this one host would take the
+					// host name and both lead.
+					"--pod-name", fmt.Sprintf("lifeboat-%d", i)}})
 			if err != nil {
 				b.Fatal(err)
 			}
