@@ -96,6 +96,7 @@ type app struct {
 	stopEvents func()
 	notifier   *notify.Webhook // nil: no webhook
 	ready      *readiness.State
+	replacer   drain.Replacer // --replacement-first (queue mode); nil: off
 }
 
 func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
@@ -167,6 +168,7 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
 			ExcludeFromLB: a.cfg.ExcludeFromLB},
+		Replacer: a.replacer,
 	})
 }
 

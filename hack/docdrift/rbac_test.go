@@ -18,8 +18,8 @@ const exampleQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat"
 // chartGrants returns every "resource verb" the chart's ClusterRoles and
 // Roles grant, over the renders that between them grant everything: queue
 // mode with its defaults, with forceDeleteAtDeadline, with
-// deleteGhostNodes, with terminatingCondition and with
-// planWithKubeletShutdown, IMDS mode.
+// deleteGhostNodes, with terminatingCondition, with replacementFirst and
+// with planWithKubeletShutdown, IMDS mode.
 func chartGrants(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -28,6 +28,7 @@ func chartGrants(t *testing.T) []string {
 		{"queueURL": exampleQueue, "forceDeleteAtDeadline": true},
 		{"queueURL": exampleQueue, "deleteGhostNodes": true},
 		{"queueURL": exampleQueue, "terminatingCondition": true},
+		{"queueURL": exampleQueue, "replacementFirst": true},
 		{"queueURL": exampleQueue, "planWithKubeletShutdown": true},
 		{"mode": "imds"},
 	} {

@@ -90,6 +90,10 @@ type Config struct {
 	// TerminatingCondition sets the Node condition lifeboat.io/Terminating
 	// while lifeboat drains the node.
 	TerminatingCondition bool
+	// ReplacementFirst gets a Deployment's last ready replicas replaced
+	// on another node before their eviction, when the deadline allows
+	// (internal/replace).
+	ReplacementFirst bool
 	// StopDaemonSetPods stops every DaemonSet pod (not only those that
 	// opt in) after the drain for a terminate action, before CONTINUE.
 	StopDaemonSetPods bool

@@ -166,29 +166,40 @@ func TestForecastUsesTheDrainsGrace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now := time.Now()
-			clk := clocktesting.NewFakeClock(now)
-			rec, src := &refRecorder{}, &pdbSource{allowed: 1, podGrace: tt.podGrace, nodeGrace: tt.nodeGrace, sleep: 150 * time.Second}
-			d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
-			c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{},
-				Deps{Drainer: d, Recorder: rec, Forecast: src, Clock: clk},
-				Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}})
-			spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
-			c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
-			waitFor(t, "the first forecast", func() bool { return src.n() >= 1 })
-			if tt.want > 0 {
-				waitFor(t, "the miss on the node", func() bool { return rec.count("Node /node-a DrainForecastMiss") == tt.want })
-			} else {
-				// The forecast loop waits for its refresh once the first
-				// forecast is done.
-				waitFor(t, "the refresh to wait", clk.HasWaiters)
-			}
-			close(d.release)
-			settled(t, c)
-			if got := rec.count("Node /node-a DrainForecastMiss"); got != tt.want {
-				t.Errorf("DrainForecastMiss Events on the node = %d, want %d", got, tt.want)
-			}
+			src := &pdbSource{allowed: 1, podGrace: tt.podGrace, nodeGrace: tt.nodeGrace, sleep: 150 * time.Second}
+			checkSpotForecast(t, src, Deps{}, Options{}, tt.want)
 		})
+	}
+}
+
+// checkSpotForecast runs a controller that drains Spot interruptions
+// (o's Policy) with deps, given a drainer whose drains wait, a recorder,
+// src as the forecast source and a fake clock; submits node-a's
+// interruption due in 2 minutes; and checks that the forecast records want
+// DrainForecastMiss Events on the node.
+func checkSpotForecast(t *testing.T, src *pdbSource, deps Deps, o Options, want int) {
+	t.Helper()
+	now := time.Now()
+	clk := clocktesting.NewFakeClock(now)
+	rec := &refRecorder{}
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
+	deps.Drainer, deps.Recorder, deps.Forecast, deps.Clock = d, rec, src, clk
+	o.Policy = plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, deps, o)
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
+	c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
+	waitFor(t, "the first forecast", func() bool { return src.n() >= 1 })
+	if want > 0 {
+		waitFor(t, "the miss on the node", func() bool { return rec.count("Node /node-a DrainForecastMiss") == want })
+	} else {
+		// The forecast loop waits for its refresh once the first
+		// forecast is done.
+		waitFor(t, "the refresh to wait", clk.HasWaiters)
+	}
+	close(d.release)
+	settled(t, c)
+	if got := rec.count("Node /node-a DrainForecastMiss"); got != want {
+		t.Errorf("DrainForecastMiss Events on the node = %d, want %d", got, want)
 	}
 }
 

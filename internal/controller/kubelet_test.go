@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/event"
 	"lifeboat.dev/lifeboat/internal/kubeletshutdown"
@@ -90,30 +89,13 @@ func TestForecastPlansWithTheKubeletWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now := time.Now()
-			clk := clocktesting.NewFakeClock(now)
-			rec, src := &refRecorder{}, &pdbSource{allowed: 1, podGrace: 200 * time.Second, sleep: 150 * time.Second}
-			d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{})}
-			deps := Deps{Drainer: d, Recorder: rec, Forecast: src, Clock: clk}
+			src := &pdbSource{allowed: 1, podGrace: 200 * time.Second, sleep: 150 * time.Second}
+			var deps Deps
 			if tt.kubelet != nil {
 				tt.kubelet.reads = map[string]int{}
 				deps.Kubelet = tt.kubelet
 			}
-			c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{}, deps,
-				Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}, DeadlineMargin: 5 * time.Second})
-			spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
-			c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
-			waitFor(t, "the first forecast", func() bool { return src.n() >= 1 })
-			if tt.want > 0 {
-				waitFor(t, "the miss on the node", func() bool { return rec.count("Node /node-a DrainForecastMiss") == tt.want })
-			} else {
-				waitFor(t, "the refresh to wait", clk.HasWaiters)
-			}
-			close(d.release)
-			settled(t, c)
-			if got := rec.count("Node /node-a DrainForecastMiss"); got != tt.want {
-				t.Errorf("DrainForecastMiss Events on the node = %d, want %d", got, tt.want)
-			}
+			checkSpotForecast(t, src, deps, Options{DeadlineMargin: 5 * time.Second}, tt.want)
 		})
 	}
 }

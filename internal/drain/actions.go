@@ -69,7 +69,7 @@ func (a Actions) capDeadline(deadline, now time.Time) time.Time {
 // deadline: PodGrace when set, else the pod's own.
 func (a Actions) requestedGrace(pod *corev1.Pod) int64 {
 	if a.PodGrace > 0 {
-		return max(int64(a.PodGrace/time.Second), minGrace)
+		return max(int64(a.PodGrace/time.Second), MinGrace)
 	}
 	return ownGrace(pod)
 }

@@ -55,7 +55,7 @@ type BlockedDelete struct {
 	Due bool
 	// Grace is the deletion's grace period in seconds: the one the pod's
 	// eviction asks for or, once At has passed, what is left until the
-	// deadline less the margin; never below minGrace (a grace of 0 is a
+	// deadline less the margin; never below MinGrace (a grace of 0 is a
 	// force deletion, which only the deadline's rule may make).
 	Grace int64
 }
@@ -77,7 +77,7 @@ func PlanBlockedDelete(dl Deadline, requested int64, margin time.Duration, now t
 	if dl.At.IsZero() || !dl.Enforced {
 		return BlockedDelete{}, false
 	}
-	requested = max(requested, minGrace)
+	requested = max(requested, MinGrace)
 	end := dl.At.Add(-margin)
 	b = BlockedDelete{At: end.Add(-time.Duration(requested) * time.Second), Grace: requested}
 	if now.Before(b.ActAt()) {
@@ -85,7 +85,7 @@ func PlanBlockedDelete(dl Deadline, requested int64, margin time.Duration, now t
 	}
 	b.Due = true
 	left := int64(end.Sub(now) / time.Second)
-	b.Grace = max(min(requested, left), minGrace)
+	b.Grace = max(min(requested, left), MinGrace)
 	return b, true
 }
 

@@ -89,7 +89,7 @@ func (d *Drainer) newWaiting(p corev1.Pod, outs map[types.UID]evictOutcome) *wai
 			wp.asked, wp.why = false, notAccepted(o)
 		}
 	}
-	wp.grace = max(wp.grace, minGrace)
+	wp.grace = max(wp.grace, MinGrace)
 	return wp
 }
 

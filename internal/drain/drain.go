@@ -75,6 +75,9 @@ type Options struct {
 	// Actions are the optional node actions (grace periods, taint effect,
 	// load balancer label).
 	Actions Actions
+	// Replacer, if set, runs before each eviction: replacement first
+	// (internal/replace, docs/replacement-first.md). nil: none.
+	Replacer Replacer
 }
 
 // Drainer drains nodes. It is safe for concurrent use on different nodes.
@@ -97,6 +100,7 @@ type Drainer struct {
 	cache         func(string) (*corev1.Node, bool)
 	stuckAfter    time.Duration
 	acts          Actions
+	replacer      Replacer
 	written       lastWrites // node writes the cache may not show yet
 }
 
@@ -120,7 +124,7 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
-		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition}
+		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition, replacer: o.Replacer}
 	return d
 }
 
@@ -168,8 +172,9 @@ func (d *Drainer) drainPods(ctx context.Context, node string, dl Deadline, progr
 	outs := make(map[types.UID]evictOutcome, len(pods)) // how each eviction ended
 	forcedStuck := false
 	groups := priorityGroups(pods)
+	before := d.beforeEvict(node, pods, dl)
 	for gi, group := range groups {
-		r, w, err := d.drainGroup(ctx, node, group, listRV, dl, report, outs, &res)
+		r, w, err := d.drainGroup(ctx, node, group, listRV, dl, report, outs, &res, before)
 		refused = append(refused, r...)
 		forcedStuck = forcedStuck || w.forcedStuck
 		if err != nil {
@@ -206,7 +211,7 @@ func evictable(pod *corev1.Pod) bool {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if Finished(pod) {
 		return false
 	}
 	for _, o := range pod.OwnerReferences {
@@ -252,7 +257,8 @@ func isCritical(p *corev1.Pod) bool {
 // from). It records how each eviction ended in outs, adds to res and
 // returns the pods whose eviction was refused for good (they are not
 // waited for here). Canceled, it reports the pods not known gone cut off.
-func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, dl Deadline, report func(func(*Progress)), outs map[types.UID]evictOutcome, res *Result) ([]corev1.Pod, waitResult, error) {
+// before runs before each eviction (beforeEvict).
+func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod, listRV string, dl Deadline, report func(func(*Progress)), outs map[types.UID]evictOutcome, res *Result, before func(context.Context, *corev1.Pod)) ([]corev1.Pod, waitResult, error) {
 	outcomes := make([]evictOutcome, len(pods))
 	errs := make([]error, len(pods))
 	sem := make(chan struct{}, d.parallel)
@@ -263,6 +269,7 @@ func (d *Drainer) drainGroup(ctx context.Context, node string, pods []corev1.Pod
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
+			before(ctx, &pods[i])
 			outcomes[i], errs[i] = d.evict(ctx, &pods[i], dl, report)
 		}(i)
 	}

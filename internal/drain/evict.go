@@ -50,11 +50,12 @@ type evictOutcome struct {
 	deleted PodProblem
 }
 
-// minGrace is the shortest grace period an eviction asks for. 0 would make
-// the API server remove the pod object at once while its containers still
-// run (a force deletion, which only ForceDeleteAtDeadline may do); kubectl
+// MinGrace is the shortest grace period, in seconds, an eviction asks for
+// (the drain's, and package dsstop's of DaemonSet pods). 0 would make the
+// API server remove the pod object at once while its containers still run
+// (a force deletion, which only ForceDeleteAtDeadline may do); kubectl
 // also turns 0 into 1 unless --force is given.
-const minGrace = 1
+const MinGrace = 1
 
 // evict evicts one pod, retrying refusals that can pass (PDB 429, 409
 // conflicts, server errors) with a real backoff until it is accepted, the
@@ -99,7 +100,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 			// namespace controller deletes its pods with their own grace.
 			d.log.Info("pod's namespace is being deleted, waiting for the pod to go", "node", pod.Spec.NodeName, "pod", name)
 			return evictOutcome{kind: evictAccepted, grace: ownGrace(pod)}, nil
-		case refusedForGood(err):
+		case RefusedForGood(err):
 			d.log.Warn("eviction refused, not retrying", "node", pod.Spec.NodeName, "pod", name, "error", err.Error())
 			return evictOutcome{kind: evictRefused, capped: capped, reason: err.Error()}, nil
 		default:
@@ -136,12 +137,13 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 	}
 }
 
-// refusedForGood reports whether the API server refused an eviction in a
-// way retrying cannot change: a 4xx status other than 404 (gone), 408
-// (timeout), 409 (conflict) and 429 (PDB, API priority and fairness). A
-// 403 from an admission webhook, 400 and 422 are such. Errors without a
-// status (connection refused, reset) and 5xx are retried.
-func refusedForGood(err error) bool {
+// RefusedForGood reports whether the API server refused an eviction in a
+// way retrying cannot change (the drain's evictions and package dsstop's):
+// a 4xx status other than 404 (gone), 408 (timeout), 409 (conflict) and
+// 429 (PDB, API priority and fairness). A 403 from an admission webhook,
+// 400 and 422 are such. Errors without a status (connection refused,
+// reset) and 5xx are retried.
+func RefusedForGood(err error) bool {
 	var st apierrors.APIStatus
 	if !errors.As(err, &st) {
 		return false
@@ -165,7 +167,7 @@ func (d *Drainer) podGone(ctx context.Context, pod *corev1.Pod) bool {
 }
 
 // grace returns the grace period to ask for (nil: the pod's own) and
-// whether it was capped by the deadline. It is never below minGrace.
+// whether it was capped by the deadline. It is never below MinGrace.
 // Actions.PodGrace replaces the pod's own before the deadline caps it.
 func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 	own := ownGrace(pod)
@@ -175,7 +177,7 @@ func (d *Drainer) grace(pod *corev1.Pod, deadline time.Time) (*int64, bool) {
 		left := int64((deadline.Sub(d.clock.Now()) - d.margin) / time.Second)
 		want = min(want, left)
 	}
-	want = max(want, minGrace)
+	want = max(want, MinGrace)
 	if want == own {
 		return nil, false
 	}

@@ -65,6 +65,13 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 // owned by a DaemonSet, not finished.
 func Evictable(p *corev1.Pod) bool { return evictable(p) }
 
+// Finished reports whether p's containers have all ended: phase Succeeded
+// or Failed. A drain neither evicts nor waits for such a pod (its object
+// may stay, held by a finalizer or never deleted).
+func Finished(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
 // also returns the list's resourceVersion, from which waitGone can watch.
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
@@ -74,11 +81,9 @@ func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, s
 // listToEvict lists the node's pods through client and keeps those a
 // drain evicts (evictable, not skipped), with the list's resourceVersion.
 func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
-	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+	list, err := NodePods(ctx, client, node)
 	if err != nil {
-		return nil, "", fmt.Errorf("listing pods of node %s: %w", node, err)
+		return nil, "", err
 	}
 	var out []corev1.Pod
 	for i := range list.Items {
@@ -90,11 +95,24 @@ func listToEvict(ctx context.Context, client Client, node string, skip func(*cor
 	return out, list.ResourceVersion, nil
 }
 
+// NodePods lists the pods of node, in every namespace, through client: the
+// pods whose spec.nodeName is node (a field selector the API server
+// applies; a fake client may not).
+func NodePods(ctx context.Context, client Client, node string) (*corev1.PodList, error) {
+	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
+	}
+	return list, nil
+}
+
 // EvictionGrace is the grace period Drain's evictions ask for before a
 // deadline cuts it: podGrace (Actions.PodGrace) when positive, else the
 // pod's own; never below a second.
 func EvictionGrace(p *corev1.Pod, podGrace time.Duration) time.Duration {
-	return time.Duration(max(Actions{PodGrace: podGrace}.requestedGrace(p), minGrace)) * time.Second
+	return time.Duration(max(Actions{PodGrace: podGrace}.requestedGrace(p), MinGrace)) * time.Second
 }
 
 // DrainDeadline is the deadline Drain works to when it starts at started:

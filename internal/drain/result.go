@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"lifeboat.dev/lifeboat/internal/textlist"
 )
 
 // Result is the outcome of a drain.
@@ -119,18 +121,7 @@ func (e *drainError) Unwrap() []error { return e.errs }
 func ListProblems(ps []PodProblem) string { return ListFive(ps) }
 
 // ListFive joins the first five of xs with "; ", then "and N more".
-func ListFive[T fmt.Stringer](xs []T) string {
-	const most = 5
-	var parts []string
-	for i, x := range xs {
-		if i == most {
-			parts = append(parts, fmt.Sprintf("and %d more", len(xs)-most))
-			break
-		}
-		parts = append(parts, x.String())
-	}
-	return strings.Join(parts, "; ")
-}
+func ListFive[T fmt.Stringer](xs []T) string { return textlist.Join(xs, 5, "; ") }
 
 // addWait adds what a wait saw.
 func (r *Result) addWait(w waitResult) {

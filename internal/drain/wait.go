@@ -284,7 +284,7 @@ func (d *Drainer) stuckProblem(wp *waitingPod) PodProblem {
 // finishedReason says whether p's containers have all ended (phase
 // Succeeded or Failed) and, if so, what still holds its object.
 func finishedReason(p *corev1.Pod) (string, bool) {
-	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	if !Finished(p) {
 		return "", false
 	}
 	reason := "its containers ended (" + string(p.Status.Phase) + ")"

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"lifeboat.dev/lifeboat/internal/drain"
 )
 
 // AnnotationStop on a DaemonSet pod (put it in the DaemonSet's
@@ -97,7 +99,7 @@ func decide(p *corev1.Pod, all bool, own func(*corev1.Pod) bool) Why {
 	if own != nil && own(p) {
 		return SkipOwn
 	}
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if drain.Finished(p) {
 		return SkipFinished
 	}
 	switch p.Annotations[AnnotationStop] {
@@ -122,27 +124,18 @@ func DaemonSetOf(p *corev1.Pod) string {
 	return ""
 }
 
-// minGrace is the shortest grace period asked for: 0 would remove the pod
-// object at once while its containers still run (a force deletion).
-const minGrace = 1
-
 // Grace is the grace period, in seconds, an eviction of p asks for with
 // left the time before the deadline less the margin (negative or zero
-// with a deadline: none left; noDeadline: no cap): podGrace
-// (--pod-grace-period) when positive, else the pod's own, cut to left
-// (capped), never below a second.
+// with a deadline: none left; noDeadline: no cap): the drain's
+// (drain.EvictionGrace: podGrace, --pod-grace-period, when positive, else
+// the pod's own, never below drain.MinGrace) cut to left (capped), never
+// below drain.MinGrace.
 func Grace(p *corev1.Pod, podGrace, left time.Duration, noDeadline bool) (grace int64, capped bool) {
-	grace = corev1.DefaultTerminationGracePeriodSeconds
-	if p.Spec.TerminationGracePeriodSeconds != nil {
-		grace = *p.Spec.TerminationGracePeriodSeconds
-	}
-	if podGrace > 0 {
-		grace = int64(podGrace / time.Second)
-	}
+	grace = int64(drain.EvictionGrace(p, podGrace) / time.Second)
 	if !noDeadline {
 		if l := int64(left / time.Second); l < grace {
-			grace, capped = l, true
+			grace, capped = max(l, drain.MinGrace), true
 		}
 	}
-	return max(grace, minGrace), capped
+	return grace, capped
 }

@@ -88,12 +88,39 @@ func TestGrace(t *testing.T) {
 		{name: "--pod-grace-period replaces its own", pod: withGrace(60), podGrace: 20 * time.Second, left: time.Hour, want: 20},
 		{name: "--pod-grace-period cut too", pod: withGrace(60), podGrace: 20 * time.Second, left: 5 * time.Second, want: 5, wantCapped: true},
 		{name: "never below a second", pod: withGrace(0), left: time.Hour, want: 1},
+		{name: "cut, never below a second", pod: withGrace(60), left: 500 * time.Millisecond, want: 1, wantCapped: true},
+		{name: "--pod-grace-period below a second: a second", pod: withGrace(60), podGrace: 500 * time.Millisecond, left: time.Hour, want: 1},
 		{name: "no deadline: no cap", pod: withGrace(600), noDeadline: true, want: 600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, capped := Grace(tc.pod, tc.podGrace, tc.left, tc.noDeadline)
 			if got != tc.want || capped != tc.wantCapped {
 				t.Errorf("Grace = %d, capped %v; want %d, capped %v", got, capped, tc.want, tc.wantCapped)
+			}
+		})
+	}
+}
+
+func TestEnded(t *testing.T) {
+	terminated := corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}
+	running := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	for _, tc := range []struct {
+		name       string
+		phase      corev1.PodPhase
+		containers []corev1.ContainerStatus
+		want       bool
+	}{
+		{name: "succeeded", phase: corev1.PodSucceeded, want: true},
+		{name: "failed", phase: corev1.PodFailed, want: true},
+		{name: "running, no container statuses", phase: corev1.PodRunning, want: false},
+		{name: "running, every container terminated", phase: corev1.PodRunning, containers: []corev1.ContainerStatus{terminated, terminated}, want: true},
+		{name: "running, one container still running", phase: corev1.PodRunning, containers: []corev1.ContainerStatus{terminated, running}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod("p", "DaemonSet", nil)
+			p.Status.Phase, p.Status.ContainerStatuses = tc.phase, tc.containers
+			if got := ended(&p); got != tc.want {
+				t.Errorf("ended = %v, want %v", got, tc.want)
 			}
 		})
 	}

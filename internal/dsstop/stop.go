@@ -2,17 +2,14 @@ package dsstop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -175,7 +172,7 @@ func (s *Stopper) stopGroup(ctx context.Context, node string, group []corev1.Pod
 			var again []corev1.Pod
 			for _, p := range pending {
 				left := until.Sub(s.clock.Now())
-				if !until.IsZero() && left < minGrace*time.Second {
+				if !until.IsZero() && left < drain.MinGrace*time.Second {
 					s.notStopped(node, p, noTime(last[p.UID]), res)
 					continue
 				}
@@ -187,7 +184,7 @@ func (s *Stopper) stopGroup(ctx context.Context, node string, group []corev1.Pod
 					waiting = append(waiting, asked{pod: p, at: s.clock.Now(), grace: grace, capped: capped})
 				case ctx.Err() != nil:
 					return ctx.Err()
-				case refusedForGood(err):
+				case drain.RefusedForGood(err):
 					s.notStopped(node, p, "eviction refused: "+err.Error(), res)
 				default: // a budget (429), a conflict, a failure: again after Backoff
 					last[p.UID] = err.Error()
@@ -276,14 +273,12 @@ func (s *Stopper) gone(node string, pods []corev1.Pod, waiting []asked, res *Res
 	return still
 }
 
-// list lists the node's pods (those of another node left out, as a fake
+// list lists the node's pods (drain.NodePods; those of another node left out, as a fake
 // client ignores the field selector).
 func (s *Stopper) list(ctx context.Context, node string) ([]corev1.Pod, error) {
-	list, err := s.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+	list, err := drain.NodePods(ctx, s.client, node)
 	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
+		return nil, err
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
@@ -318,9 +313,11 @@ func present(pods, ps []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// ended reports whether a pod's containers have all ended.
+// ended reports whether a pod's containers have all ended: it is
+// finished (drain.Finished), or it has container statuses and every one
+// is terminated.
 func ended(p *corev1.Pod) bool {
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if drain.Finished(p) {
 		return true
 	}
 	if len(p.Status.ContainerStatuses) == 0 {
@@ -332,21 +329,4 @@ func ended(p *corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-// refusedForGood reports a refusal that retrying cannot change: a 4xx
-// other than 404, 408, 409 and 429 (an admission webhook's 403, 400, 422),
-// as the drain's evictions tell them apart. Errors without a status and
-// 5xx are retried.
-func refusedForGood(err error) bool {
-	var st apierrors.APIStatus
-	if !errors.As(err, &st) {
-		return false
-	}
-	switch code := st.Status().Code; code {
-	case http.StatusNotFound, http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
-		return false
-	default:
-		return code >= 400 && code < 500
-	}
 }

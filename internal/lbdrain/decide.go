@@ -3,9 +3,10 @@
 // target group that lists the node's instance (instance targets) or one of
 // its pod IPs (IP targets) as anything but unused must let it go first,
 // bounded by AWS's deadline. It holds the pure decision (Decide) and the
-// plain data of a wait's outcome, with the standard library only (the
-// controller, in the IMDS-only build too, uses them); package poll looks
-// at the target groups.
+// plain data of a wait's outcome, with the standard library only (and
+// internal/textlist, which uses nothing else; the controller, in the
+// IMDS-only build too, uses them); package poll looks at the target
+// groups.
 //
 // Nothing here deregisters a target (the node's
 // node.kubernetes.io/exclude-from-external-load-balancers label and the
@@ -19,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"lifeboat.dev/lifeboat/internal/textlist"
 )
 
 // TargetType is a target group's target type, as ELBv2 names it.
@@ -147,17 +150,7 @@ func Groups(regs []Registration) []string {
 
 // Describe lists regs for a message ("tg-a 10.0.0.1:80 draining, …"),
 // at most max of them.
-func Describe(regs []Registration, max int) string {
-	var parts []string
-	for i, r := range regs {
-		if i == max {
-			parts = append(parts, fmt.Sprintf("and %d more", len(regs)-max))
-			break
-		}
-		parts = append(parts, r.String())
-	}
-	return strings.Join(parts, ", ")
-}
+func Describe(regs []Registration, max int) string { return textlist.Join(regs, max, ", ") }
 
 // Result is how a wait ended.
 type Result string

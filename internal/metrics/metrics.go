@@ -30,6 +30,7 @@ type Metrics struct {
 	ForecastMisses    prometheus.Counter
 	ForecastOutcomes  *prometheus.CounterVec // forecast (certain-miss, possible-miss, clear), outcome (missed, grace-cut, made)
 	GhostNodes        prometheus.Gauge
+	Replacements      *prometheus.CounterVec // result (ready, timeout, skipped, failed)
 	LoadBalancerWaits *prometheus.CounterVec // result (none, drained, cut-short, unknown)
 }
 
@@ -82,6 +83,8 @@ func New() *Metrics {
 			Help: "Webhook deliveries tried again after a network error, HTTP 429 or 5xx."}),
 		GhostNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lifeboat_ghost_nodes",
 			Help: "Nodes lifeboat cordoned whose instance EC2 said is terminated and that are still there --ghost-node-after later (queue mode, the leader)."}),
+		Replacements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_replacements_total",
+			Help: "Deployments whose last ready replicas on a draining node were to be replaced first (--replacement-first), by result: ready (a new pod Ready elsewhere before the eviction), timeout (not by the deadline), skipped (no time, or a strategy that would not wait), failed (an API error)."}, []string{"result"}),
 		LoadBalancerWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_load_balancer_waits_total",
 			Help: "Terminate actions held for ELBv2 target groups (--wait-for-load-balancers), by result: none (no target group held the node), drained, cut-short (the deadline came first), unknown (target groups could not be read)."}, []string{"result"}),
 	}
@@ -94,7 +97,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.EventsReceived, m.MessagesIgnored, m.MessagesRejected, m.UnknownInstance,
 		m.Actions, m.ActionDuration, m.ToCordoned, m.ToDrained, m.Evictions, m.LifecycleCalls, m.LifecycleLost, m.ReceiveErrors,
 		m.NodesInFlight, m.SourceHealthy, m.Leader, m.Notifications, m.NotifyRetries, m.KubeRequests, m.ForecastMisses, m.ForecastOutcomes, m.GhostNodes,
-		m.LoadBalancerWaits} {
+		m.Replacements, m.LoadBalancerWaits} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

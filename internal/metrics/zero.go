@@ -68,4 +68,9 @@ func (m *Metrics) startAtZero() {
 	for _, result := range []string{"sent", "failed", "dropped", "deduplicated"} {
 		m.Notifications.WithLabelValues(result)
 	}
+	// internal/replace.Results (not imported: lifeboat-imds links no
+	// apps/v1).
+	for _, result := range []string{"ready", "timeout", "skipped", "failed"} {
+		m.Replacements.WithLabelValues(result)
+	}
 }

@@ -46,6 +46,8 @@ func TestSeriesStartAtZero(t *testing.T) {
 		{"lifeboat_drain_forecast_outcomes_total", map[string]string{"forecast": "certain-miss", "outcome": "made"}},
 		{"lifeboat_drain_forecast_outcomes_total", map[string]string{"forecast": "possible-miss", "outcome": "made"}},
 		{"lifeboat_ghost_nodes", nil},
+		{"lifeboat_replacements_total", map[string]string{"result": "timeout"}},
+		{"lifeboat_replacements_total", map[string]string{"result": "skipped"}},
 		{"lifeboat_events_received_total", map[string]string{"source": "sqs", "kind": "spot-interruption"}},
 		{"lifeboat_events_received_total", map[string]string{"source": "imds", "kind": "lifecycle-terminate"}},
 		{"lifeboat_events_received_total", map[string]string{"source": "sqs", "kind": "lifecycle-launch"}},

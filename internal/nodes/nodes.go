@@ -72,8 +72,7 @@ func New(client Client, o Options) *Index {
 			// the API server answers from its cache in one piece, ignoring
 			// the page size: 5,000 nodes with their images decode into a
 			// memory peak several times the cache. A list without a
-			// resourceVersion is paginated (500 nodes a page), so each page
-			// is stripped before the next arrives.
+			// resourceVersion is paginated (500 nodes a page).
 			if lo.ResourceVersion == "0" {
 				lo.ResourceVersion = ""
 			}
@@ -82,7 +81,16 @@ func New(client Client, o Options) *Index {
 			}
 			list, err := client.Nodes().List(ctx, lo)
 			report(err)
-			return list, err
+			if err != nil {
+				return list, err
+			}
+			// The reflector's pager keeps every page's nodes until the last
+			// page arrives, and only then hands them to the transform: strip
+			// each page as it arrives, so that only stripped nodes add up.
+			for i := range list.Items {
+				stripNode(&list.Items[i])
+			}
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
 			tweak(&lo)
@@ -115,6 +123,12 @@ func strip(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	stripNode(n)
+	return n, nil
+}
+
+// stripNode drops, in place, the parts of a Node lifeboat never reads.
+func stripNode(n *corev1.Node) {
 	n.ManagedFields = nil
 	n.Status.Images = nil
 	n.Status.VolumesAttached = nil
@@ -126,7 +140,6 @@ func strip(obj any) (any, error) {
 	n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID}
 	n.Status.Features = nil
 	n.Status.RuntimeHandlers = nil
-	return n, nil
 }
 
 // InstanceID extracts the instance ID of an AWS providerID

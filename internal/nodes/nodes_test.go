@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
 
@@ -128,5 +131,70 @@ func TestOnListWatchReportsEachRequest(t *testing.T) {
 	}
 	if err := x.WaitSynced(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// pagedNodes serves nodes two to a page, and records on each later page's
+// request whether the pages it already sent still carry their images.
+type pagedNodes struct {
+	kube.NodeClient // unused methods
+	nodes           []corev1.Node
+	sent            []*corev1.NodeList
+	imagesHeld      []int // per request after the first: images still in earlier pages
+}
+
+func (p *pagedNodes) Nodes() kube.NodeClient { return p }
+
+func (p *pagedNodes) List(_ context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	if o.Continue != "" {
+		held := 0
+		for _, l := range p.sent {
+			for _, n := range l.Items {
+				held += len(n.Status.Images)
+			}
+		}
+		p.imagesHeld = append(p.imagesHeld, held)
+	}
+	start := 2 * len(p.sent)
+	l := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+	for _, n := range p.nodes[start:min(start+2, len(p.nodes))] {
+		l.Items = append(l.Items, *n.DeepCopy())
+	}
+	if start+2 < len(p.nodes) {
+		l.Continue = fmt.Sprint(len(p.sent) + 1)
+	}
+	p.sent = append(p.sent, l)
+	return l, nil
+}
+
+func (p *pagedNodes) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
+// The reflector's pager keeps every page until the last one arrives: each
+// page must be stripped as it arrives, or the first list of a big cluster
+// holds every node's images at once (issue 28: 5,000 nodes' images were
+// most of queue mode's memory).
+func TestPagesAreStrippedAsTheyArrive(t *testing.T) {
+	p := &pagedNodes{}
+	for i := range 5 {
+		p.nodes = append(p.nodes, corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)},
+			Spec:       corev1.NodeSpec{ProviderID: fmt.Sprintf("aws:///us-east-1a/i-0000000000000000%d", i)},
+			Status:     corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"big"}}}},
+		})
+	}
+	x := New(p, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go x.Run(ctx)
+	if err := x.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]int{0, 0}, p.imagesHeld); d != "" {
+		t.Errorf("images still held by earlier pages when the next was asked for (-want +got):\n%s", d)
+	}
+	if n, ok := x.ByInstance("i-00000000000000004"); !ok || n.Name != "n4" || n.Status.Images != nil {
+		t.Errorf("ByInstance(i-00000000000000004) = %v, %v; want n4 stripped", n, ok)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
 	"lifeboat.dev/lifeboat/internal/podnotice"
 )
@@ -103,24 +105,45 @@ func TestAnnotate(t *testing.T) {
 }
 
 // A patch the API server never answers holds the step up for Bound at
-// most: the eviction after it is delayed no longer. (The fake clientset
-// ignores ctx, as a hung connection would without a timeout.)
+// most: the eviction after it is delayed no longer. (The hang is in a
+// wrapper ahead of the fake clientset, which ignores ctx, as a hung
+// connection would without a timeout; not in a reactor, which runs under
+// the fake's one lock and so would hold up b's patch too whenever a's
+// went first.)
 func TestAnnotateIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	cs := fake.NewClientset(pod("a", nil), pod("b", nil))
-	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if a.(k8stesting.PatchAction).GetName() == "a" {
-			<-release // never answered while the test runs
-		}
-		return false, nil, nil
-	})
+	cs := hangingPatch{Client: clientset.New(fake.NewClientset(pod("a", nil), pod("b", nil))), name: "a", release: release}
 	start := time.Now()
-	r := podnotice.Annotate(context.Background(), clientset.New(cs), []corev1.Pod{*pod("a", nil), *pod("b", nil)}, podnotice.Notice{Reason: "x"}, 2)
+	r := podnotice.Annotate(context.Background(), cs, []corev1.Pod{*pod("a", nil), *pod("b", nil)}, podnotice.Notice{Reason: "x"}, 2)
 	if took := time.Since(start); took < podnotice.Bound || took > podnotice.Bound+time.Second {
 		t.Errorf("Annotate returned after %v, want after Bound (%v)", took, podnotice.Bound)
 	}
 	if r.Written != 1 || r.Failed != 1 || !errors.Is(r.Err, context.DeadlineExceeded) {
 		t.Errorf("Result = %+v, want b written, a failed with the deadline exceeded", r)
 	}
+}
+
+// hangingPatch is a kube.Client whose patch of the pod name never returns
+// until release is closed.
+type hangingPatch struct {
+	kube.Client
+	name    string
+	release chan struct{}
+}
+
+func (h hangingPatch) Pods(namespace string) kube.PodClient {
+	return hangingPods{PodClient: h.Client.Pods(namespace), h: h}
+}
+
+type hangingPods struct {
+	kube.PodClient
+	h hangingPatch
+}
+
+func (p hangingPods) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Pod, error) {
+	if name == p.h.name {
+		<-p.h.release
+	}
+	return p.PodClient.Patch(ctx, name, pt, data, opts, sub...)
 }

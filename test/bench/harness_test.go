@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	if kind != kindSpot && kind != kindSpotQueued && kind != kindScaleIn {
 		b.Fatalf("LIFEBOAT_BENCH_KIND=%q: want %s, %s or %s", kind, kindSpot, kindSpotQueued, kindScaleIn)
 	}
+	failover := failoverMode(b, kind)
 	extraArgs := strings.Fields(os.Getenv("LIFEBOAT_BENCH_ARGS"))
 	outDir := os.Getenv("LIFEBOAT_BENCH_OUT")
 	if outDir == "" {
@@ -84,7 +86,12 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	defer cancel()
 	withFloor := os.Getenv("LIFEBOAT_BENCH_FLOOR") != "0"
 	profileSeconds := envInt(b, "LIFEBOAT_BENCH_PROFILE", 0)
-	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true})
+	opts := testenv.Options{NoScheduler: true}
+	auditLog := ""
+	if failover != "" {
+		auditLog, opts.APIServerArgs = auditArgs(b)
+	}
+	env, moto, bin, dir := testbed(b, opts)
 	procEnv := testenv.AWSEnv()
 	pprofAddr := ""
 	if profileSeconds > 0 {
@@ -100,6 +107,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		procEnv = append(procEnv, "LIFEBOAT_PPROF_ADDR="+pprofAddr)
 	}
 	base := fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer)
+	if failover != "" {
+		base += "-failover-" + failover
+	}
 	ns := env.Namespace(b)
 	for i := 0; i < b.N; i++ {
 		var floor *Floor
@@ -121,30 +131,37 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		b.Logf("set up %d kwok nodes with %d pods each in %v", n, podsPer, time.Since(setup).Round(time.Second))
 
-		port, err := testenv.FreePort()
-		if err != nil {
-			b.Fatal(err)
-		}
 		endpoints := moto.Endpoint
 		if f.sim != nil {
 			endpoints += ",autoscaling=" + f.sim.Endpoint()
 		}
 		args := append([]string{"run",
-			"--queue-url", stack.QueueURL, "--aws-endpoint", endpoints, "--region", "us-east-1",
-			"--kubeconfig", env.Kubeconfig, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn",
+			"--queue-url", stack.QueueURL, "--region", "us-east-1", "--kubeconfig", env.Kubeconfig, "--log-level", "warn",
 		}, extraArgs...)
-		proc, err := testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, args, procEnv, dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			if b.Failed() {
-				b.Logf("---- %s log ----\n%s", proc.Name, proc.Tail(60))
+		var proc *testenv.Process
+		var metricsURL string
+		var lbs *pair // two replicas with leader election (LIFEBOAT_BENCH_FAILOVER)
+		if failover != "" {
+			lbs = startPair(ctx, b, failover, bin, dir, procEnv, args, moto.Endpoint, endpoints, ns, i)
+			proc, metricsURL = lbs.current()
+		} else {
+			port, err := testenv.FreePort()
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-		metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-		if err := testenv.WaitHTTP(ctx, proc, nil, metricsURL); err != nil {
-			b.Fatal(err)
+			args = append(args, "--aws-endpoint", endpoints, "--leader-elect=false", "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+			if proc, err = testenv.StartProcess(fmt.Sprintf("lifeboat-harness-%d", i), bin, args, procEnv, dir); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				if b.Failed() {
+					b.Logf("---- %s log ----\n%s", proc.Name, proc.Tail(60))
+				}
+			})
+			metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+			if err := testenv.WaitHTTP(ctx, proc, nil, metricsURL); err != nil {
+				b.Fatal(err)
+			}
 		}
 
 		// An informer records when each node is first seen cordoned and
@@ -157,6 +174,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		cordoned := make([]time.Time, n)
 		drained := make([]time.Time, n)
 		nCordoned, nDrained := 0, 0
+		// How often each node went from schedulable to cordoned.
+		transitions, wasCordoned := make([]int, n), make([]bool, n)
 		seen := func(obj any) {
 			node, ok := obj.(*corev1.Node)
 			if !ok {
@@ -169,6 +188,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
+			if node.Spec.Unschedulable && !wasCordoned[j] {
+				transitions[j]++
+			}
+			wasCordoned[j] = node.Spec.Unschedulable
 			if node.Spec.Unschedulable && cordoned[j].IsZero() {
 				cordoned[j] = now
 				nCordoned++
@@ -195,8 +218,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			b.Fatal(err)
 		}
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
+		if lbs != nil {
+			lbBefore = lbs.requests(b)
+		}
 		received := func() time.Time { return time.Time{} }
-		if kind != kindScaleIn {
+		if kind != kindScaleIn && lbs == nil {
 			received = watchReceived(ictx, metricsURL, n)
 		}
 
@@ -217,13 +243,21 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 				})
 			}()
 		case kindSpotQueued:
-			if err := syscall.Kill(proc.Pid(), syscall.SIGSTOP); err != nil {
-				b.Fatal(err)
+			pids := []int{proc.Pid()}
+			if lbs != nil {
+				pids = lbs.pids()
+			}
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+					b.Fatal(err)
+				}
 			}
 			sendTook = sendSpotNotices(ctx, b, moto.Endpoint, stack.QueueURL, f.ids, func(int, time.Time) {})
 			t0 = time.Now()
-			if err := syscall.Kill(proc.Pid(), syscall.SIGCONT); err != nil {
-				b.Fatal(err)
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+					b.Fatal(err)
+				}
 			}
 			for j := range sent {
 				sent[j] = t0
@@ -255,6 +289,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			mu.Lock()
 			c, d := nCordoned, nDrained
 			mu.Unlock()
+			if lbs != nil {
+				lbs.maybeFire(ctx, b, c, n)
+				proc, metricsURL = lbs.current()
+			}
 			done := d == n
 			if f.sim != nil && f.completed() < n {
 				done = false
@@ -276,6 +314,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		// side of the API server).
 		lbMetrics := scrape(b, metricsURL)
 		lbAfter := CountersByLabel(lbMetrics, "lifeboat_kube_requests_total", "verb")
+		if lbs != nil {
+			lbAfter = lbs.requests(b)
+		}
 		if err := os.MkdirAll(outDir, 0o755); err == nil {
 			_ = os.WriteFile(filepath.Join(outDir, base+".metrics.txt"), []byte(lbMetrics), 0o644)
 		}
@@ -287,12 +328,14 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		<-profiled
 		allReceived := received()
 		stopInformer()
-		proc.Stop()
+		if lbs == nil {
+			proc.Stop()
+		}
 
 		res := &Result{
 			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
-				kind, n, podsPer, strings.Join(extraArgs, " ")),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer, strings.Join(extraArgs, " "), failover),
 			Kind:             kind,
 			Lifecycle:        f.sim != nil,
 			Nodes:            n,
@@ -329,8 +372,12 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			}
 			res.PerNode = append(res.PerNode, nt)
 		}
+		moved := slices.Clone(transitions)
 		mu.Unlock()
 		res.Summarize()
+		if lbs != nil {
+			res.Failover = lbs.report(ctx, b, t0, res, f, ns, auditLog, moto.Endpoint, stack.QueueURL, moved, podsPer)
+		}
 		if err := writeReport(outDir, base, res); err != nil {
 			b.Error(err)
 		}
@@ -386,7 +433,7 @@ func plainFleet(ctx context.Context, b *testing.B, env *testenv.Env, ns, prefix 
 	g.SetLimit(16)
 	for j := range n {
 		f.ids[j] = testenv.RandomInstanceID()
-		f.names[j] = fmt.Sprintf("%s-%04d", prefix, j)
+		f.names[j] = fleetNodeName(prefix, j)
 		g.Go(func() error { return createNodeWithPods(gctx, env, ns, f.names[j], f.ids[j], "", podsPer) })
 	}
 	if err := g.Wait(); err != nil {
@@ -512,13 +559,8 @@ func createNodeWithPods(ctx context.Context, env *testenv.Env, ns, name, instanc
 	if _, err := env.CreateNode(ctx, testenv.NodeSpec{Name: name, InstanceID: instanceID, AZ: az}); err != nil {
 		return err
 	}
-	// Pods are named after their node: six random letters from
-	// Kubernetes' 27-letter alphabet collide more often than not among
-	// 20,000 pods in one namespace (a 5,000-node run, 2 pods each for the
-	// floor and again for lifeboat, aborted on "pods ...
-	// already exists").
 	for k := range podsPer {
-		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, k), Node: name, Grace: -1}); err != nil {
+		if _, err := env.CreatePod(ctx, testenv.PodSpec{Namespace: ns, Name: podName(name, k), Node: name, Grace: -1}); err != nil {
 			return err
 		}
 	}

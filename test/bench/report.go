@@ -76,9 +76,11 @@ type Result struct {
 	AllReceived float64 `json:"all_received_s,omitempty"`
 	// Floor is the bare client's time for the same writes (nil: not run),
 	// VsFloor lifeboat's as a multiple of it.
-	Floor   *Floor      `json:"floor,omitempty"`
-	VsFloor *VsFloor    `json:"lifeboat_vs_floor,omitempty"`
-	PerNode []NodeTimes `json:"per_node"`
+	Floor   *Floor   `json:"floor,omitempty"`
+	VsFloor *VsFloor `json:"lifeboat_vs_floor,omitempty"`
+	// Failover is what a failover run measured (nil: one replica).
+	Failover *Failover   `json:"failover,omitempty"`
+	PerNode  []NodeTimes `json:"per_node"`
 }
 
 // Summarize fills the percentiles and totals from PerNode.
@@ -188,6 +190,7 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
 	b.WriteString(r.floorTable())
+	b.WriteString(r.failoverTable())
 	if r.Command != "" {
 		fmt.Fprintf(&b, "command: %s\n", r.Command)
 	}

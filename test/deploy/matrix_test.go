@@ -133,6 +133,7 @@ var chartValueOf = map[string]string{
 	"exclude-from-load-balancers": "excludeFromLoadBalancers",
 	"out-of-service-taint":        "enableOutOfServiceTaint",
 	"delete-ghost-nodes":          "deleteGhostNodes",
+	"replacement-first":           "replacementFirst",
 	"imds-complete-lifecycle":     "imdsCompleteLifecycle",
 	"lease-name":                  "leaderElection.leaseName",
 	"terminating-condition":       "terminatingCondition",

@@ -62,12 +62,18 @@ func TestIdle(t *testing.T) {
 	t.Logf("API server requests from every client during %v idle: %v", idle, serverDelta)
 	t.Logf("lifeboat's own requests since start: %v", lb1)
 	reads := all1 - all0
-	// The urgent paths at every poll, the scheduled ones every
-	// DefaultScheduledEvery-th.
+	// Each path at every Every-th poll (imdssrc.Periods): about 1.47 reads
+	// a poll, against 3.07 when three paths were read at every poll.
 	polls := float64(idle / pollInterval)
-	perPoll := float64(len(imdssrc.UrgentPaths)) + float64(len(imdssrc.Paths)-len(imdssrc.UrgentPaths))/imdssrc.DefaultScheduledEvery
+	perPoll := 0.0
+	for _, p := range imdssrc.Periods {
+		perPoll += 1 / float64(p.Every)
+	}
 	if want := int(polls * perPoll * 0.7); reads < want {
 		t.Errorf("metadata requests while idle = %d, want ≥ %d", reads, want)
+	}
+	if most := int(polls*perPoll) + len(imdssrc.Paths); reads > most {
+		t.Errorf("metadata requests while idle = %d, want ≤ %d (each path at its own period)", reads, most)
 	}
 	if v1 != 0 {
 		t.Errorf("%d IMDSv1 requests, want none", v1)

@@ -89,7 +89,8 @@ func TestTargetLifecycleTerminatedHeld(t *testing.T) {
 	}
 
 	// Hold the state: 300 polls at 100 ms (five minutes at the 1 s default;
-	// the seed saw 151 drains).
+	// the seed saw 151 drains), target-lifecycle-state read at every 5th
+	// (imdssrc.Periods): 60 reads of Terminated.
 	const hold = 30 * time.Second
 	lb0, srv0, imds0 := w.kubeRequests(), w.serverCounts(), w.proxy.count("GET /latest/meta-data/"+imdssrc.PathTargetState)
 	time.Sleep(hold) // no reads of our own meanwhile: the server counts every client
@@ -98,10 +99,11 @@ func TestTargetLifecycleTerminatedHeld(t *testing.T) {
 		t.Error("the node is no longer cordoned")
 	}
 
-	polls := imds1 - imds0
-	t.Logf("while held for %v: %d reads of target-lifecycle-state; lifeboat's API requests over the whole test: %v", hold, polls, lb1)
-	if polls < int(0.7*float64(hold/pollInterval)) {
-		t.Errorf("target-lifecycle-state read %d times in %v, want about %d: the test does not show edge triggering", polls, hold, hold/pollInterval)
+	reads := imds1 - imds0
+	want := int(hold/pollInterval) / every(imdssrc.PathTargetState)
+	t.Logf("while held for %v: %d reads of target-lifecycle-state; lifeboat's API requests over the whole test: %v", hold, reads, lb1)
+	if reads < int(0.7*float64(want)) {
+		t.Errorf("target-lifecycle-state read %d times in %v, want about %d: the test does not show edge triggering", reads, hold, want)
 	}
 	for _, c := range []struct {
 		what string
@@ -154,6 +156,16 @@ func TestTargetLifecycleTerminatedHeld(t *testing.T) {
 	if total > 20 {
 		t.Errorf("lifeboat made %v API requests (watches aside) for one termination, want ≤ 20: %v", total, lb1)
 	}
+}
+
+// every returns the period of path in polls (imdssrc.Periods).
+func every(path string) int {
+	for _, p := range imdssrc.Periods {
+		if p.Path == path {
+			return p.Every
+		}
+	}
+	panic("no period for " + path)
 }
 
 // nonWatchDelta returns the request counts that changed between a and b,

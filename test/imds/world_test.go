@@ -63,11 +63,16 @@ type worldOptions struct {
 	env []string
 	// instanceID is the node's instance (default: a random one).
 	instanceID string
+	// life bounds the world's context (default 4 min).
+	life time.Duration
 }
 
 func newWorld(t testing.TB, o worldOptions) *world {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	if o.life <= 0 {
+		o.life = 4 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.life)
 	t.Cleanup(cancel)
 	w := &world{t: t, ctx: ctx, instanceID: o.instanceID}
 	if w.instanceID == "" {

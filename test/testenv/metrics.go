@@ -125,3 +125,28 @@ func parseLabels(s string) (map[string]string, string, error) {
 		s = s[i+1:]
 	}
 }
+
+// APIMetricSum reads the apiserver's own /metrics and sums the samples of
+// the metric name whose labels include every pair of match (nil: all), e.g.
+// apiserver_longrunning_requests with verb WATCH: the watches held now.
+func (e *Env) APIMetricSum(ctx context.Context, name string, match map[string]string) (float64, error) {
+	raw, err := e.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading apiserver metrics: %w", err)
+	}
+	samples, err := parseCounter(raw, name)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+next:
+	for _, s := range samples {
+		for k, v := range match {
+			if s.labels[k] != v {
+				continue next
+			}
+		}
+		sum += s.value
+	}
+	return sum, nil
+}

@@ -24,14 +24,9 @@ const (
 	PathInstanceID = "instance-id"
 )
 
-// Paths are every signal path, in polling order.
+// Paths are every signal path, in polling order. How often Run reads each
+// of them: Periods.
 var Paths = []string{PathSpot, PathRebalance, PathScheduled, PathHistory, PathTargetState}
-
-// UrgentPaths are read at every poll: a Spot interruption gives two
-// minutes, a rebalance recommendation and an Auto Scaling termination
-// less. The other paths (scheduled maintenance and its history) are read
-// every Options.ScheduledEvery polls.
-var UrgentPaths = []string{PathSpot, PathRebalance, PathTargetState}
 
 // Maintenance event states (events/maintenance/*: State).
 const (

@@ -39,8 +39,68 @@ var _ metadataAPI = (*Client)(nil)
 // maxBody bounds what is read of one metadata document.
 const maxBody = 1 << 20
 
-// DefaultScheduledEvery is Options.ScheduledEvery when it is not set.
-const DefaultScheduledEvery = 30
+// Period is how often Run reads one signal path: at every Every-th poll.
+type Period struct {
+	Path  string
+	Every int
+}
+
+// Periods say how often Run reads each signal path, in polling order:
+// each signal as often as its own deadline needs, not all at the fastest
+// rate, because an idle DaemonSet's CPU follows its metadata reads (the
+// thread wake-ups of each round trip; docs/benchmarks.md, issue 28). At
+// the default interval (--imds-poll-interval 1s):
+//
+//   - spot/instance-action, every poll (1 s). The notice comes two minutes
+//     before the action (best effort; at once for hibernation), and
+//     lifeboat's target is to read it within 1 s of its appearing.
+//   - events/recommendations/rebalance, every 5th poll (5 s). A
+//     recommendation is advisory and has no deadline; AWS recommends
+//     checking it every 5 s (../shared/fixtures/NOTES.md §3). When it
+//     comes with an interruption notice, the Spot path, read at every
+//     poll, carries the deadline.
+//   - autoscaling/target-lifecycle-state, every 5th poll (5 s). Terminated
+//     is shown while a terminate lifecycle hook holds the instance, for
+//     the hook's heartbeat timeout until a heartbeat
+//     (--imds-complete-lifecycle sends them once it has read the state):
+//     30 s at least, 3600 s by default (DESIGN.md, "Lifecycle hook
+//     limits"). Reading it 4 s later at most costs 13 % of the shortest
+//     hook and 0.1 % of the default.
+//   - events/maintenance/scheduled and …/history, every 30th poll (30 s):
+//     AWS announces maintenance days to weeks ahead. 30 is a multiple of
+//     every other period, so a poll that reads the history (where
+//     cancellations come from) reads every path: cancellations are
+//     submitted only from a poll in which every path answered.
+//
+// The periods are counted in polls, so they scale with the interval (as
+// the scheduled paths' always did): the interval is the one setting of
+// how fast lifeboat reacts, and test/imds runs at a tenth of it. Every
+// path is read at the first poll and at the poll after a failed one (what
+// failed may be a path read seldom), and the count starts again there. At
+// the default interval an idle second is 1 + 2/5 + 2/30 ≈ 1.47 GETs,
+// where reading the three fast paths at every poll made it 3.07.
+var Periods = []Period{
+	{PathSpot, 1},
+	{PathRebalance, 5},
+	{PathScheduled, 30},
+	{PathHistory, 30},
+	{PathTargetState, 5},
+}
+
+// pathsAt returns the paths Run reads at the n-th poll since the last one
+// that read every path (n = 0 is that poll).
+func pathsAt(n int) []string {
+	if n == 0 {
+		return Paths
+	}
+	var out []string
+	for _, p := range Periods {
+		if n%p.Every == 0 {
+			out = append(out, p.Path)
+		}
+	}
+	return out
+}
 
 // maxSeen bounds the remembered event IDs; an instance sees a handful.
 const maxSeen = 1024
@@ -55,12 +115,6 @@ type Options struct {
 	// Seen are event IDs already handled before this process started (a
 	// reboot maintenance undone after the reboot): they are never submitted.
 	Seen []string
-	// ScheduledEvery: scheduled maintenance and its history are read at
-	// every ScheduledEvery-th poll (default 30: every 30 s at the default
-	// interval), the UrgentPaths at every poll. AWS announces maintenance
-	// days to weeks ahead, so reading it every second only costs CPU on
-	// every node (two of five reads a poll). 1 reads every path every poll.
-	ScheduledEvery int
 	// OnPoll is called after every poll: nil when every path answered (200
 	// or 404), else the error. It feeds readiness and metrics.
 	OnPoll func(err error)
@@ -88,9 +142,6 @@ func New(api metadataAPI, clk clock.WithTicker, log *slog.Logger, o Options) *So
 	if o.MaxBackoff < o.Interval {
 		o.MaxBackoff = max(10*time.Second, o.Interval)
 	}
-	if o.ScheduledEvery <= 0 {
-		o.ScheduledEvery = DefaultScheduledEvery
-	}
 	if o.OnPoll == nil {
 		o.OnPoll = func(error) {}
 	}
@@ -117,18 +168,14 @@ func (s *Source) InstanceID() string {
 func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 	failing := false
 	backoff := s.o.Interval
-	// Every path at the first poll and after a failed one (the slow paths
-	// may be what failed); the urgent ones alone in between.
-	sinceFull, full := 0, true
+	// n counts the polls since the last that read every path (Periods).
+	n := 0
 	for {
-		paths := UrgentPaths
-		if full || sinceFull+1 >= s.o.ScheduledEvery {
-			paths, sinceFull = Paths, 0
-		} else {
-			sinceFull++
+		err := s.poll(ctx, submit, pathsAt(n))
+		n++
+		if err != nil {
+			n = 0
 		}
-		err := s.poll(ctx, submit, paths)
-		full = err != nil
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -158,8 +205,8 @@ func (s *Source) Run(ctx context.Context, submit func([]event.Event)) error {
 }
 
 // Poll reads every signal path once and submits the events not seen
-// before, all in one batch (Run reads the urgent paths alone at most polls). It returns the errors of the paths that did
-// not answer; when the service does not answer at all it stops at the
+// before, all in one batch (Run reads most paths at some polls only:
+// Periods). It returns the errors of the paths that did not answer; when the service does not answer at all it stops at the
 // first such path. Cancellations (canceled or completed maintenance) are held
 // back until a poll in which every path answered, so that an undo is never
 // planned without the signals that would keep the node cordoned.
@@ -167,7 +214,7 @@ func (s *Source) Poll(ctx context.Context, submit func([]event.Event)) error {
 	return s.poll(ctx, submit, Paths)
 }
 
-// poll reads paths (Paths or UrgentPaths) once: Poll's work.
+// poll reads paths (Paths or those pathsAt a poll) once: Poll's work.
 func (s *Source) poll(ctx context.Context, submit func([]event.Event), paths []string) error {
 	id, err := s.readInstanceID(ctx)
 	if err != nil {

@@ -278,7 +278,7 @@ func TestRunBackoff(t *testing.T) {
 	f.setFail("*", refused())
 	var mu sync.Mutex
 	var health []bool
-	s := New(f, fc, discard, Options{Interval: time.Second, MaxBackoff: 10 * time.Second, ScheduledEvery: 1, OnPoll: func(err error) {
+	s := New(f, fc, discard, Options{Interval: time.Second, MaxBackoff: 10 * time.Second, OnPoll: func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		health = append(health, err == nil)
@@ -337,73 +337,8 @@ func TestRunBackoff(t *testing.T) {
 		t.Errorf("healthy polls at (-want +got):\n%s", d)
 	}
 	// Failing polls: one read each (the instance ID), 7 of them in 36 s.
-	if failing := f.reads - len(f.calls)*len(Paths) - 1; failing != 7 {
+	if failing := f.perPath[PathInstanceID] - 1; failing != 7 {
 		t.Errorf("failing polls = %d, want 7 (backoff 1, 2, 4, 8, 10, 10 s)", failing)
-	}
-}
-
-// TestRunReadsScheduledEventsLessOften: the urgent paths at every poll,
-// scheduled maintenance and its history at the first poll, every
-// ScheduledEvery-th poll and at the poll after a failure.
-func TestRunReadsScheduledEventsLessOften(t *testing.T) {
-	fc := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	f := newFake(map[string]string{PathScheduled: "[]", PathHistory: "[]"})
-	var mu sync.Mutex
-	var polls int
-	s := New(f, fc, discard, Options{Interval: time.Second, ScheduledEvery: 4, OnPoll: func(error) {
-		mu.Lock()
-		defer mu.Unlock()
-		polls++
-	}})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, func([]event.Event) {}) }()
-	// waitPolls waits until Run has reported n polls and waits on its timer.
-	waitPolls := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !func() bool { mu.Lock(); defer mu.Unlock(); return polls >= n && fc.HasWaiters() }() {
-			if time.Now().After(deadline) {
-				t.Fatalf("only %d polls, want %d", polls, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	reads := func() (urgent, scheduled int) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		defer func() { f.perPath = map[string]int{} }()
-		return f.perPath[PathSpot], f.perPath[PathScheduled] + f.perPath[PathHistory]
-	}
-	type want struct{ Polls, Urgent, Scheduled int }
-	var got, wants []want
-	// Polls 1-9: full at 1, 5, 9 (every 4th).
-	waitPolls(1)
-	for n := 2; n <= 9; n++ {
-		fc.Step(time.Second)
-		waitPolls(n)
-	}
-	u, sc := reads()
-	got, wants = append(got, want{9, u, sc}), append(wants, want{9, 9, 2 * 3})
-	// A failing scheduled path: the next poll reads every path again.
-	f.setFail(PathHistory, statusError(http.StatusInternalServerError))
-	for n := 10; n <= 13; n++ { // 13 is full (the 4th after 9) and fails
-		fc.Step(time.Second)
-		waitPolls(n)
-	}
-	f.setFail(PathHistory, nil)
-	fc.Step(time.Second)
-	waitPolls(14) // full again: the last one failed
-	fc.Step(time.Second)
-	waitPolls(15) // urgent only
-	u, sc = reads()
-	got, wants = append(got, want{15, u, sc}), append(wants, want{15, 6, 2 * 2})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	if d := cmp.Diff(wants, got); d != "" {
-		t.Errorf("reads (-want +got):\n%s", d)
 	}
 }
 
@@ -436,5 +371,32 @@ func TestPollStopsWhenUnreachable(t *testing.T) {
 				t.Errorf("reads in the failing poll = %d, want %d", got, tt.wantReads)
 			}
 		})
+	}
+}
+
+// Periods name every signal path once, in Paths' order; the Spot notice is
+// read at every poll; a poll that reads the maintenance history (the
+// source of cancellations) reads every path, so that a cancellation is
+// submitted from a poll in which every path answered.
+func TestPeriods(t *testing.T) {
+	var paths []string
+	every := map[string]int{}
+	for _, p := range Periods {
+		paths = append(paths, p.Path)
+		every[p.Path] = p.Every
+		if p.Every < 1 {
+			t.Errorf("%s: every %d polls", p.Path, p.Every)
+		}
+	}
+	if d := cmp.Diff(Paths, paths); d != "" {
+		t.Errorf("Periods' paths (-Paths +Periods):\n%s", d)
+	}
+	if every[PathSpot] != 1 {
+		t.Errorf("%s read every %d polls, want every poll", PathSpot, every[PathSpot])
+	}
+	for _, p := range Periods {
+		if every[PathHistory]%p.Every != 0 {
+			t.Errorf("%s every %d polls is not a multiple of %s's %d", PathHistory, every[PathHistory], p.Path, p.Every)
+		}
 	}
 }

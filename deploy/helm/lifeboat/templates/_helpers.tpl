@@ -177,6 +177,9 @@ refuses the others). */}}
 {{- if .Values.deleteGhostNodes }}
 {{- include "lifeboat.flag" (list "delete-ghost-nodes" true) }}
 {{- end }}
+{{- if .Values.replacementFirst }}
+{{- include "lifeboat.flag" (list "replacement-first" true) }}
+{{- end }}
 {{- range .Values.extraArgs }}
 {{- if and (regexMatch "^--?lease-(name|namespace)(=|$)" (toString .)) (not (regexMatch (printf "^--?lease-namespace=%s$" (regexQuoteMeta $.Release.Namespace)) (toString .))) }}
 {{- fail (printf "extraArgs sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" (toString .)) }}
@@ -196,7 +199,7 @@ refuses the others). */}}
 {{- if and .Values.awsEndpoint (not .Values.imdsCompleteLifecycle) }}
 {{- fail "awsEndpoint applies only in queue mode, or in imds mode with imdsCompleteLifecycle (mode is imds)" }}
 {{- end }}
-{{- range $k, $v := dict "queueURL" .Values.queueURL "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult "nodeScope" .Values.nodeScope "karpenterNodes" .Values.karpenterNodes "volumeDetachTimeout" .Values.volumeDetachTimeout "deleteGhostNodes" .Values.deleteGhostNodes }}
+{{- range $k, $v := dict "queueURL" .Values.queueURL "clusterName" .Values.clusterName "visibilityTimeout" .Values.visibilityTimeout "unknownInstance" .Values.unknownInstance "lifecycleTimeoutResult" .Values.lifecycleTimeoutResult "launchReadyTimeout" .Values.launchReadyTimeout "launchTimeoutResult" .Values.launchTimeoutResult "nodeScope" .Values.nodeScope "karpenterNodes" .Values.karpenterNodes "volumeDetachTimeout" .Values.volumeDetachTimeout "deleteGhostNodes" .Values.deleteGhostNodes "replacementFirst" .Values.replacementFirst }}
 {{- if $v }}
 {{- fail (printf "%s applies only in queue mode (mode is imds)" $k) }}
 {{- end }}

@@ -1,0 +1,81 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"lifeboat.dev/lifeboat/internal/kube/clientset"
+)
+
+func TestFinished(t *testing.T) {
+	for _, tc := range []struct {
+		phase corev1.PodPhase
+		want  bool
+	}{
+		{phase: corev1.PodSucceeded, want: true},
+		{phase: corev1.PodFailed, want: true},
+		{phase: corev1.PodRunning, want: false},
+		{phase: corev1.PodPending, want: false},
+		{phase: corev1.PodUnknown, want: false},
+		{phase: "", want: false},
+	} {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			p := &corev1.Pod{Status: corev1.PodStatus{Phase: tc.phase}}
+			if got := Finished(p); got != tc.want {
+				t.Errorf("Finished(phase %q) = %v, want %v", tc.phase, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodePods(t *testing.T) {
+	a := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "a"}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	b := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns2", Name: "b"}, Spec: corev1.PodSpec{NodeName: "node-a"}}
+	for _, tc := range []struct {
+		name      string
+		listErr   error // the API server's answer to the list; nil: the pods
+		wantPods  int
+		wantError string // "": none
+	}{
+		{name: "every namespace's pods", wantPods: 2},
+		{name: "a failed list names the node", listErr: errors.New("connection refused"), wantError: "listing pods of node node-a: connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(&a, &b)
+			var selector, namespace string
+			cs.PrependReactor("list", "pods", func(act k8stesting.Action) (bool, runtime.Object, error) {
+				l := act.(k8stesting.ListAction)
+				selector, namespace = l.GetListRestrictions().Fields.String(), l.GetNamespace()
+				return tc.listErr != nil, nil, tc.listErr
+			})
+			list, err := NodePods(context.Background(), clientset.New(cs), "node-a")
+			if selector != "spec.nodeName=node-a" || namespace != metav1.NamespaceAll {
+				t.Errorf("listed with field selector %q in namespace %q, want spec.nodeName=node-a in every namespace", selector, namespace)
+			}
+			if tc.wantError != "" {
+				if err == nil || err.Error() != tc.wantError || !errors.Is(err, tc.listErr) {
+					t.Fatalf("NodePods error = %v, want %q wrapping the list's", err, tc.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NodePods: %v", err)
+			}
+			var names []string
+			for _, p := range list.Items {
+				names = append(names, p.Namespace+"/"+p.Name)
+			}
+			if len(list.Items) != tc.wantPods {
+				t.Errorf("NodePods = %s, want %d pods", strings.Join(names, ", "), tc.wantPods)
+			}
+		})
+	}
+}

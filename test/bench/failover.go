@@ -1,0 +1,318 @@
+package bench
+
+// What a failover run of BenchmarkInterruptionBurst (LIFEBOAT_BENCH_FAILOVER)
+// measures beyond the burst's times, and the pure functions that count it:
+// the API server's audit log (every node PATCH and pod eviction, per node
+// and per pod) and the SQS calls of both replicas (per message).
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Failover modes (LIFEBOAT_BENCH_FAILOVER).
+const (
+	// failoverNone: two replicas with leader election, nobody stopped; the
+	// same storm as the other modes, to compare with.
+	failoverNone = "none"
+	// failoverKill: the leader gets SIGKILL at the peak (a crash, a node
+	// lost).
+	failoverKill = "kill"
+	// failoverTerm: the leader gets SIGTERM at the peak (a rollout: helm
+	// upgrade).
+	failoverTerm = "term"
+)
+
+// Failover is what a failover run measured. Times are seconds since the
+// burst's start (SIGCONT of both replicas), like NodeTimes.
+type Failover struct {
+	Mode string `json:"mode"`
+	// Signal is when the leader was signalled (0 for none), with how many
+	// nodes were cordoned then; OldLeaderEnd when its process had exited.
+	Signal           float64 `json:"signal_s,omitempty"`
+	CordonedAtSignal int     `json:"cordoned_at_signal,omitempty"`
+	OldLeaderEnd     float64 `json:"old_leader_end_s,omitempty"`
+	// NewLeader is when the standby's lifeboat_leader gauge read 1 (polled
+	// every 0.1 s).
+	NewLeader float64 `json:"new_leader_s,omitempty"`
+	// CordonedAfterEnd and DrainedAfterEnd count the nodes first seen
+	// cordoned / drained after OldLeaderEnd; LastCordonAfterEnd and
+	// LastDrainAfterEnd are the last node's cordon and drain less
+	// OldLeaderEnd.
+	CordonedAfterEnd   int     `json:"cordoned_after_end"`
+	DrainedAfterEnd    int     `json:"drained_after_end"`
+	LastCordonAfterEnd float64 `json:"last_cordon_after_end_s"`
+	LastDrainAfterEnd  float64 `json:"last_drain_after_end_s"`
+	// CordonTransitions: nodes by how often the benchmark's informer saw
+	// them go from schedulable to cordoned.
+	CordonTransitions map[int]int `json:"nodes_by_cordon_transitions"`
+	Writes            Writes      `json:"writes"`
+	Messages          Messages    `json:"messages"`
+}
+
+// Writes are lifeboat's writes to the burst's nodes and pods, from the API
+// server's audit log (both replicas: user agent lifeboat/...).
+type Writes struct {
+	// CordonPatches: nodes by the number of successful PATCHes that set
+	// spec.unschedulable; OtherPatches: by the number of other successful
+	// node PATCHes (annotations: events, drained).
+	CordonPatches map[int]int `json:"nodes_by_cordon_patches"`
+	OtherPatches  map[int]int `json:"nodes_by_other_patches"`
+	// Evictions: pods by the number of evictions answered 201.
+	Evictions map[int]int `json:"pods_by_evictions"`
+	// Codes counts every node PATCH and eviction by answer, e.g.
+	// "patch 409", "eviction 201".
+	Codes map[string]int `json:"answers"`
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the count reads.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject json.RawMessage `json:"requestObject"`
+}
+
+// countWrites reads an audit log (JSON lines, stage ResponseComplete only)
+// and counts lifeboat's writes to the given nodes and to the pods of
+// namespace ns on them (pod -> node from pods).
+func countWrites(log io.Reader, nodes []string, pods map[string]string, ns string) (Writes, error) {
+	mine := map[string]bool{}
+	for _, n := range nodes {
+		mine[n] = true
+	}
+	cordons, others, evictions := map[string]int{}, map[string]int{}, map[string]int{}
+	w := Writes{Codes: map[string]int{}}
+	sc := bufio.NewScanner(log)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return w, fmt.Errorf("audit log: %w", err)
+		}
+		if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ResponseStatus == nil {
+			continue
+		}
+		ref, code := e.ObjectRef, e.ResponseStatus.Code
+		ok := code >= 200 && code < 300
+		switch {
+		case e.Verb == "patch" && ref.Resource == "nodes" && ref.Subresource == "" && mine[ref.Name]:
+			w.Codes[fmt.Sprintf("patch %d", code)]++
+			if !ok {
+				continue
+			}
+			var p struct {
+				Spec struct {
+					Unschedulable *bool `json:"unschedulable"`
+				} `json:"spec"`
+			}
+			_ = json.Unmarshal(e.RequestObject, &p)
+			if p.Spec.Unschedulable != nil && *p.Spec.Unschedulable {
+				cordons[ref.Name]++
+			} else {
+				others[ref.Name]++
+			}
+		case e.Verb == "create" && ref.Resource == "pods" && ref.Subresource == "eviction" && ref.Namespace == ns && pods[ref.Name] != "":
+			w.Codes[fmt.Sprintf("eviction %d", code)]++
+			if ok {
+				evictions[ref.Name]++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return w, fmt.Errorf("audit log: %w", err)
+	}
+	w.CordonPatches = histogram(nodes, cordons)
+	w.OtherPatches = histogram(nodes, others)
+	w.Evictions = histogram(slices.Sorted(maps.Keys(pods)), evictions)
+	return w, nil
+}
+
+// histogram counts keys by their count in m (0 for a key not in m).
+func histogram(keys []string, m map[string]int) map[int]int {
+	h := map[int]int{}
+	for _, k := range keys {
+		h[m[k]]++
+	}
+	return h
+}
+
+// auditPolicy logs, once each (when answered), every node PATCH or UPDATE
+// with its body and every pod eviction; nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Request
+  verbs: ["patch", "update"]
+  resources: [{group: "", resources: ["nodes"]}]
+- level: Metadata
+  verbs: ["create"]
+  resources: [{group: "", resources: ["pods/eviction"]}]
+- level: None
+`
+
+// Messages are the burst's SQS messages as both replicas saw them.
+type Messages struct {
+	Sent int `json:"sent"`
+	// Receives and Deletes: messages by how often a replica received /
+	// deleted them (a delete answered 200).
+	Receives map[int]int `json:"messages_by_receives"`
+	Deletes  map[int]int `json:"messages_by_deletes"`
+	// HandedBack counts messages made visible again at once (visibility
+	// 0) by a replica.
+	HandedBack int `json:"handed_back"`
+	// Regained: for messages received more than once, seconds from the
+	// first receive to the second (a hand-back: about at once; a dead
+	// consumer's: the visibility timeout).
+	Regained Percentiles `json:"first_to_second_receive,omitzero"`
+	// LeftVisible and LeftNotVisible are the queue's approximate counts at
+	// the end.
+	LeftVisible    int `json:"left_visible"`
+	LeftNotVisible int `json:"left_not_visible"`
+}
+
+// sqsLog records the SQS calls of the replicas (seen through a proxy each):
+// which message every receipt handle belongs to, when each message was
+// received, how often deleted and handed back.
+type sqsLog struct {
+	mu       sync.Mutex
+	byHandle map[string]string
+	received map[string][]time.Time
+	deleted  map[string]int
+	handed   map[string]bool
+	unknown  int // deletes or changes of handles never seen received
+}
+
+func newSQSLog() *sqsLog {
+	return &sqsLog{byHandle: map[string]string{}, received: map[string][]time.Time{}, deleted: map[string]int{}, handed: map[string]bool{}}
+}
+
+// record reads one answered SQS call (AWS JSON protocol).
+func (l *sqsLog) record(action string, status int, request, response []byte, at time.Time) {
+	if status != 200 {
+		return
+	}
+	type entry struct {
+		MessageID         string `json:"MessageId"`
+		ReceiptHandle     string `json:"ReceiptHandle"`
+		VisibilityTimeout *int   `json:"VisibilityTimeout"`
+	}
+	var req struct {
+		entry
+		Entries []entry `json:"Entries"`
+	}
+	_ = json.Unmarshal(request, &req)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := func(handle string) string {
+		m, ok := l.byHandle[handle]
+		if !ok {
+			l.unknown++
+		}
+		return m
+	}
+	switch action {
+	case "ReceiveMessage":
+		var out struct {
+			Messages []entry `json:"Messages"`
+		}
+		_ = json.Unmarshal(response, &out)
+		for _, m := range out.Messages {
+			l.byHandle[m.ReceiptHandle] = m.MessageID
+			l.received[m.MessageID] = append(l.received[m.MessageID], at)
+		}
+	case "DeleteMessage":
+		if m := id(req.ReceiptHandle); m != "" {
+			l.deleted[m]++
+		}
+	case "ChangeMessageVisibility", "ChangeMessageVisibilityBatch":
+		for _, e := range append(req.Entries, req.entry) {
+			if e.ReceiptHandle != "" && e.VisibilityTimeout != nil && *e.VisibilityTimeout == 0 {
+				if m := id(e.ReceiptHandle); m != "" {
+					l.handed[m] = true
+				}
+			}
+		}
+	}
+}
+
+// messages summarizes the log for the ids of the messages sent.
+func (l *sqsLog) messages(ids []string) Messages {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := Messages{Sent: len(ids), Receives: map[int]int{}, Deletes: map[int]int{}}
+	var gaps []float64
+	for _, id := range ids {
+		r := l.received[id]
+		m.Receives[len(r)]++
+		m.Deletes[l.deleted[id]]++
+		if l.handed[id] {
+			m.HandedBack++
+		}
+		if len(r) > 1 {
+			gaps = append(gaps, r[1].Sub(r[0]).Seconds())
+		}
+	}
+	if len(gaps) > 0 {
+		m.Regained = percentiles(gaps)
+	}
+	return m
+}
+
+// receivedIDs returns the ids of every message received.
+func (l *sqsLog) receivedIDs() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.received))
+}
+
+// failoverTable is the report's lines about a failover run ("" without).
+func (r *Result) failoverTable() string {
+	f := r.Failover
+	if f == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nfailover (%s): two replicas, leader election\n", f.Mode)
+	if f.Mode != failoverNone {
+		fmt.Fprintf(&b, "leader signalled at %.2f s (%d nodes cordoned), exited at %.2f s; standby leading at %.2f s\n",
+			f.Signal, f.CordonedAtSignal, f.OldLeaderEnd, f.NewLeader)
+		fmt.Fprintf(&b, "after the old leader's end: %d nodes cordoned (last %.2f s after it), %d drained (last %.2f s after it)\n",
+			f.CordonedAfterEnd, f.LastCordonAfterEnd, f.DrainedAfterEnd, f.LastDrainAfterEnd)
+	}
+	fmt.Fprintf(&b, "nodes by cordon transitions seen %s; by cordon PATCHes %s; by other node PATCHes %s; pods by evictions %s\n",
+		hist(f.CordonTransitions), hist(f.Writes.CordonPatches), hist(f.Writes.OtherPatches), hist(f.Writes.Evictions))
+	fmt.Fprintf(&b, "answers: %v\n", f.Writes.Codes)
+	m := f.Messages
+	fmt.Fprintf(&b, "messages (%d sent) by receives %s, by deletes %s; handed back %d; left visible %d, not visible %d\n",
+		m.Sent, hist(m.Receives), hist(m.Deletes), m.HandedBack, m.LeftVisible, m.LeftNotVisible)
+	if m.Regained.Max > 0 {
+		fmt.Fprintf(&b, "first -> second receive p50 %.2f s, max %.2f s\n", m.Regained.P50, m.Regained.Max)
+	}
+	return b.String()
+}
+
+// hist renders a histogram as {count: keys, ...}, e.g. "{1:1000}".
+func hist(h map[int]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		parts = append(parts, fmt.Sprintf("%d:%d", k, h[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}

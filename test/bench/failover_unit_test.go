@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCountWrites: lifeboat's node PATCHes are counted per node as cordons
+// (they set spec.unschedulable) or others, its evictions per pod; failed
+// answers, other clients, other nodes and other namespaces are not.
+func TestCountWrites(t *testing.T) {
+	lines := []string{
+		`{"verb":"patch","userAgent":"lifeboat/dev (linux/amd64)","objectRef":{"resource":"nodes","name":"n-0"},"responseStatus":{"code":200},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"n-0"},"responseStatus":{"code":200},"requestObject":{"metadata":{"annotations":{"lifeboat.io/drained":"x"}}}}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"n-1"},"responseStatus":{"code":409},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"n-1"},"responseStatus":{"code":200},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"n-1"},"responseStatus":{"code":200},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"patch","userAgent":"kube-controller-manager/v1","objectRef":{"resource":"nodes","name":"n-1"},"responseStatus":{"code":200},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"other"},"responseStatus":{"code":200},"requestObject":{"spec":{"unschedulable":true}}}`,
+		`{"verb":"create","userAgent":"lifeboat/dev","objectRef":{"resource":"pods","subresource":"eviction","namespace":"ns","name":"n-0-p0"},"responseStatus":{"code":201}}`,
+		`{"verb":"create","userAgent":"lifeboat/dev","objectRef":{"resource":"pods","subresource":"eviction","namespace":"ns","name":"n-0-p0"},"responseStatus":{"code":429}}`,
+		`{"verb":"create","userAgent":"lifeboat/dev","objectRef":{"resource":"pods","subresource":"eviction","namespace":"ns","name":"n-1-p0"},"responseStatus":{"code":201}}`,
+		`{"verb":"create","userAgent":"lifeboat/dev","objectRef":{"resource":"pods","subresource":"eviction","namespace":"ns","name":"n-1-p0"},"responseStatus":{"code":201}}`,
+		`{"verb":"create","userAgent":"lifeboat/dev","objectRef":{"resource":"pods","subresource":"eviction","namespace":"floor","name":"n-0-p0"},"responseStatus":{"code":201}}`,
+	}
+	pods := map[string]string{"n-0-p0": "n-0", "n-1-p0": "n-1", "n-2-p0": "n-2"}
+	w, err := countWrites(strings.NewReader(strings.Join(lines, "\n")+"\n"), []string{"n-0", "n-1", "n-2"}, pods, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want string
+	}{
+		{"nodes by cordon PATCHes", hist(w.CordonPatches), "{0:1 1:1 2:1}"},
+		{"nodes by other PATCHes", hist(w.OtherPatches), "{0:2 1:1}"},
+		{"pods by evictions", hist(w.Evictions), "{0:1 1:1 2:1}"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
+		}
+	}
+	if w.Codes["patch 409"] != 1 || w.Codes["patch 200"] != 4 || w.Codes["eviction 201"] != 3 || w.Codes["eviction 429"] != 1 {
+		t.Errorf("answers %v", w.Codes)
+	}
+}
+
+// TestSQSLog: receives are counted per message, deletes and hand-backs
+// found by receipt handle, and a second receive's delay measured.
+func TestSQSLog(t *testing.T) {
+	l := newSQSLog()
+	t0 := time.Unix(1000, 0)
+	l.record("ReceiveMessage", 200, []byte(`{"QueueUrl":"q"}`), []byte(`{"Messages":[{"MessageId":"m1","ReceiptHandle":"h1"},{"MessageId":"m2","ReceiptHandle":"h2"},{"MessageId":"m3","ReceiptHandle":"h3"}]}`), t0)
+	l.record("DeleteMessage", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h1"}`), []byte(`{}`), t0)
+	l.record("ChangeMessageVisibilityBatch", 200, []byte(`{"QueueUrl":"q","Entries":[{"Id":"0","ReceiptHandle":"h2","VisibilityTimeout":0}]}`), []byte(`{}`), t0)
+	l.record("ChangeMessageVisibility", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h3","VisibilityTimeout":120}`), []byte(`{}`), t0)
+	l.record("ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m2","ReceiptHandle":"h2b"}]}`), t0.Add(500*time.Millisecond))
+	l.record("DeleteMessage", 500, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
+	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
+	l.record("ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m3","ReceiptHandle":"h3b"}]}`), t0.Add(120*time.Second))
+	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3b"}`), nil, t0)
+	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3b"}`), nil, t0)
+	m := l.messages([]string{"m1", "m2", "m3", "m4"})
+	if got := hist(m.Receives); got != "{0:1 1:1 2:2}" {
+		t.Errorf("messages by receives %s", got)
+	}
+	if got := hist(m.Deletes); got != "{0:1 1:2 2:1}" {
+		t.Errorf("messages by deletes %s", got)
+	}
+	if m.HandedBack != 1 {
+		t.Errorf("handed back %d, want 1 (m2)", m.HandedBack)
+	}
+	if m.Regained.P50 != 0.5 || m.Regained.Max != 120 {
+		t.Errorf("first -> second receive %+v, want p50 0.5 s, max 120 s", m.Regained)
+	}
+}
