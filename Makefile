@@ -86,12 +86,11 @@ demo: preflight deps tools build
 
 # test runs every test: unit tests and the end-to-end tests on the testbed
 # (real kube-apiserver, etcd, kwok, moto, the Auto Scaling simulator).
-# The testbed suites run one package at a time (-p 1): each starts its own
-# control plane, and their scaled-time scenarios need the CPU.
+# The testbed suites run in two lanes side by side, one package at a time
+# in each (hack/testlanes.sh says which and why).
 test: preflight deps tools helm lint
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
-	$(GO) test -count=1 -timeout 30m -p 1 ./hack/... ./test/...
-	LIFEBOAT_IMDS_BUILD=imdsonly $(GO) test -count=1 -timeout 10m ./test/imds/
+	GO=$(GO) bash hack/testlanes.sh
 
 # lint checks gofmt and that go.mod and go.sum are tidy (go mod tidy -diff),
 # runs go vet, hack/testdates (no test fixes a date and hands the code the

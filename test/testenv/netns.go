@@ -37,15 +37,28 @@ func NewNetns(t testing.TB) *Netns {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatalf("creating a network namespace needs iproute2's ip: %v", err)
 	}
+	// The slot's lock is held for the namespace's life, so that no other
+	// test process (packages run side by side) takes the same gateway.
+	if err := os.MkdirAll(realNodesDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	slot := -1
 	for s := realNodeSlots - 1; s >= 0; s-- {
-		if !hostHas(slotGateway(s)) {
+		if hostHas(slotGateway(s)) {
+			continue
+		}
+		lock, err := lockSlot(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lock != nil {
 			slot = s
+			t.Cleanup(func() { _ = lock.Close() }) // registered first: released last
 			break
 		}
 	}
 	if slot < 0 {
-		t.Fatal("every real-node slot's gateway address is in use on the host")
+		t.Fatal("every real-node slot is held or its gateway address is in use on the host")
 	}
 	suffix := strings.ToLower(RandomInstanceID()[len("i-0123456789"):]) // 7 hex digits
 	n := &Netns{Name: "lb-" + suffix, HostIP: slotGateway(slot), NSIP: fmt.Sprintf("10.250.%d.2", slot)}

@@ -332,13 +332,12 @@ func acquireRealNodeSlot() (int, *os.File, error) {
 		if _, err := os.Stat(path); err != nil && taken != nil {
 			continue // never used: nothing to sweep
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := lockSlot(i)
 		if err != nil {
 			return 0, nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close() // in use by a live node
-			continue
+		if f == nil {
+			continue // in use by a live node or network namespace
 		}
 		if err := sweepRealNodeSlot(i); err != nil {
 			f.Close()
@@ -354,4 +353,18 @@ func acquireRealNodeSlot() (int, *os.File, error) {
 		return 0, nil, errNoFreeSlot
 	}
 	return slot, taken, nil
+}
+
+// lockSlot takes a slot's lock file without waiting: nil when another
+// holder (a live node or network namespace, in any process) has it.
+func lockSlot(slot int) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(realNodesDir, fmt.Sprintf("node-%d.lock", slot)), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, nil
+	}
+	return f, nil
 }
