@@ -18,10 +18,11 @@ import (
 
 // Client reads the instance metadata service: IMDSv2 session tokens
 // (fetched, cached until shortly before they expire, renewed after a 401),
-// a 250 ms dial and 500 ms response-header timeout, 5 s per read, and up to
-// 3 attempts with a backoff of at most 1 s when the service does not answer
-// or answers 5xx — the behaviour of aws-sdk-go-v2's feature/ec2/imds
-// client, which lifeboat used before.
+// a 250 ms dial timeout, 500 ms for the request and the answer's headers,
+// 5 s per read, and up to 3 attempts with a backoff of at most 1 s when the
+// service does not answer or answers 5xx — the behaviour of aws-sdk-go-v2's
+// feature/ec2/imds client, which lifeboat used before (whose 500 ms count
+// from the request written: a request of ~200 bytes is written at once).
 //
 // lifeboat does not use the SDK's client here because IMDS mode reads a few
 // fixed paths every second on every node: the SDK's middleware stack (about
