@@ -18,10 +18,11 @@ import (
 
 // Client reads the instance metadata service: IMDSv2 session tokens
 // (fetched, cached until shortly before they expire, renewed after a 401),
-// a 250 ms dial and 500 ms response-header timeout, 5 s per read, and up to
-// 3 attempts with a backoff of at most 1 s when the service does not answer
-// or answers 5xx — the behaviour of aws-sdk-go-v2's feature/ec2/imds
-// client, which lifeboat used before.
+// a 250 ms dial timeout, 500 ms for the request and the answer's headers,
+// 5 s per read, and up to 3 attempts with a backoff of at most 1 s when the
+// service does not answer or answers 5xx — the behaviour of aws-sdk-go-v2's
+// feature/ec2/imds client, which lifeboat used before (whose 500 ms count
+// from the request written: a request of ~200 bytes is written at once).
 //
 // lifeboat does not use the SDK's client here because IMDS mode reads a few
 // fixed paths every second on every node: the SDK's middleware stack (about
@@ -311,13 +312,17 @@ func (c *Client) exchange(ctx context.Context, req *http.Request) (code int, bod
 	// A canceled ctx ends a blocked read or write at once.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	// The request and the answer's headers within headerTimeout (or less
+	// if the read's time runs out sooner), the body by the read's
+	// deadline. One deadline for both directions is one runtime timer, and
+	// the connection is left with none: a deadline left armed, or moved
+	// later, still wakes the idle process when it was first due, between
+	// two polls (docs/benchmarks.md, issue 28 item 3).
 	deadline, _ := ctx.Deadline() // Get always sets one
-	if err := conn.SetWriteDeadline(deadline); err != nil {
+	if err := conn.SetDeadline(minTime(deadline, time.Now().Add(headerTimeout))); err != nil {
 		return 0, nil, nil, err
 	}
-	if err := conn.SetReadDeadline(minTime(deadline, time.Now().Add(headerTimeout))); err != nil {
-		return 0, nil, nil, err
-	}
+	defer func() { _ = conn.SetDeadline(time.Time{}) }()
 	if err := req.Write(c.bw); err != nil {
 		return 0, nil, nil, err
 	}
@@ -329,8 +334,12 @@ func (c *Client) exchange(ctx context.Context, req *http.Request) (code int, bod
 		return 0, nil, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if err := conn.SetReadDeadline(deadline); err != nil {
-		return 0, nil, nil, err
+	if resp.ContentLength < 0 || int64(c.br.Buffered()) < resp.ContentLength {
+		// Not all of the body came with the headers (it does from the
+		// metadata service): the rest by the read's deadline.
+		if err := conn.SetReadDeadline(deadline); err != nil {
+			return 0, nil, nil, err
+		}
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -369,5 +370,99 @@ func TestClientLongBody(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.gets != 2 {
 		t.Errorf("GETs for two reads = %d, want 2 (none failed on the rest of the long body)", h.gets)
+	}
+}
+
+// deadlineConn records the deadlines set on a connection.
+type deadlineConn struct {
+	net.Conn
+	mu          sync.Mutex
+	read, write time.Time   // in force now (zero: none)
+	set         []time.Time // every deadline set other than none
+}
+
+func (d *deadlineConn) record(read, write bool, t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if read {
+		d.read = t
+	}
+	if write {
+		d.write = t
+	}
+	if !t.IsZero() {
+		d.set = append(d.set, t)
+	}
+}
+
+func (d *deadlineConn) SetDeadline(t time.Time) error {
+	d.record(true, true, t)
+	return d.Conn.SetDeadline(t)
+}
+
+func (d *deadlineConn) SetReadDeadline(t time.Time) error {
+	d.record(true, false, t)
+	return d.Conn.SetReadDeadline(t)
+}
+
+func (d *deadlineConn) SetWriteDeadline(t time.Time) error {
+	d.record(false, true, t)
+	return d.Conn.SetWriteDeadline(t)
+}
+
+// TestClientLeavesNoDeadline: a read over the kept-alive connection sets
+// no deadline beyond the header timeout when the body comes with the
+// headers (as the metadata service sends it), and leaves the connection
+// with none. A deadline is a runtime timer: left armed, or moved later
+// (the header timeout's to the read's 5 s), it still wakes the idle
+// process when it was first due, between two polls (issue 28 item 3).
+func TestClientLeavesNoDeadline(t *testing.T) {
+	srv := httptest.NewServer(&httpIMDS{tokens: true, requireV2: true, docs: map[string]string{PathInstanceID: testInstance}})
+	defer srv.Close()
+	c := NewClient(srv.URL, false)
+	if _, err := c.Get(t.Context(), PathInstanceID); err != nil { // dials, gets a token
+		t.Fatal(err)
+	}
+	rec := &deadlineConn{Conn: c.conn}
+	c.conn = rec
+	for i := range 3 {
+		if body, err := c.Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+			t.Fatalf("Get = %q, %v", body, err)
+		}
+		end := time.Now()
+		rec.mu.Lock()
+		if !rec.read.IsZero() || !rec.write.IsZero() {
+			t.Errorf("read %d: the idle connection has deadlines read %v, write %v from now; want none", i, rec.read.Sub(end), rec.write.Sub(end))
+		}
+		for _, d := range rec.set {
+			if d.After(end.Add(headerTimeout)) {
+				t.Errorf("read %d: a deadline %v from the read's end, want at most the header timeout (%v)", i, d.Sub(end), headerTimeout)
+			}
+		}
+		rec.set = nil
+		rec.mu.Unlock()
+	}
+	if c.conn != rec {
+		t.Error("the connection was not kept")
+	}
+}
+
+// TestClientSlowBody: a body that comes after the headers, later than the
+// header timeout, is still read by the read's deadline.
+func TestClientSlowBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/latest/api/token" {
+			_, _ = w.Write([]byte("tok"))
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(testInstance)))
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(headerTimeout + 200*time.Millisecond)
+		_, _ = w.Write([]byte(testInstance))
+	}))
+	defer srv.Close()
+	if body, err := NewClient(srv.URL, false).Get(t.Context(), PathInstanceID); err != nil || string(body) != testInstance {
+		t.Fatalf("Get of a body %v after its headers = %q, %v; want %q", headerTimeout+200*time.Millisecond, body, err, testInstance)
 	}
 }

@@ -24,10 +24,6 @@ const (
 	PathInstanceID = "instance-id"
 )
 
-// Paths are every signal path, in polling order. How often Run reads each
-// of them: Periods.
-var Paths = []string{PathSpot, PathRebalance, PathScheduled, PathHistory, PathTargetState}
-
 // Maintenance event states (events/maintenance/*: State).
 const (
 	StateActive    = "active"

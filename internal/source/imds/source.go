@@ -87,20 +87,42 @@ var Periods = []Period{
 	{PathTargetState, 5},
 }
 
-// pathsAt returns the paths Run reads at the n-th poll since the last one
-// that read every path (n = 0 is that poll).
-func pathsAt(n int) []string {
-	if n == 0 {
-		return Paths
+// cycle lists the paths Run reads at each poll of a cycle as long as the
+// least common multiple of the periods, computed once: at poll n since
+// the last one that read every path, cycle[n % len(cycle)]. Every period
+// divides 0, so cycle[0] is every path.
+var cycle = cycleOf(Periods)
+
+// Paths are every signal path, in polling order (Periods').
+var Paths = cycle[0]
+
+func cycleOf(periods []Period) [][]string {
+	n := 1
+	for _, p := range periods {
+		n = lcm(n, p.Every)
 	}
-	var out []string
-	for _, p := range Periods {
-		if n%p.Every == 0 {
-			out = append(out, p.Path)
+	out := make([][]string, n)
+	for i := range out {
+		for _, p := range periods {
+			if i%p.Every == 0 {
+				out[i] = append(out[i], p.Path)
+			}
 		}
 	}
 	return out
 }
+
+func lcm(a, b int) int {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}
+
+// pathsAt returns the paths Run reads at the n-th poll since the last one
+// that read every path (n = 0 is that poll).
+func pathsAt(n int) []string { return cycle[n%len(cycle)] }
 
 // maxSeen bounds the remembered event IDs; an instance sees a handful.
 const maxSeen = 1024

@@ -374,7 +374,7 @@ func TestPollStopsWhenUnreachable(t *testing.T) {
 	}
 }
 
-// Periods name every signal path once, in Paths' order; the Spot notice is
+// Periods name every signal path once, in polling order; the Spot notice is
 // read at every poll; a poll that reads the maintenance history (the
 // source of cancellations) reads every path, so that a cancellation is
 // submitted from a poll in which every path answered.
@@ -388,8 +388,12 @@ func TestPeriods(t *testing.T) {
 			t.Errorf("%s: every %d polls", p.Path, p.Every)
 		}
 	}
-	if d := cmp.Diff(Paths, paths); d != "" {
-		t.Errorf("Periods' paths (-Paths +Periods):\n%s", d)
+	want := []string{PathSpot, PathRebalance, PathScheduled, PathHistory, PathTargetState}
+	if d := cmp.Diff(want, paths); d != "" {
+		t.Errorf("Periods' paths (-want +Periods):\n%s", d)
+	}
+	if d := cmp.Diff(want, Paths); d != "" {
+		t.Errorf("Paths (-want +got):\n%s", d)
 	}
 	if every[PathSpot] != 1 {
 		t.Errorf("%s read every %d polls, want every poll", PathSpot, every[PathSpot])
@@ -397,6 +401,27 @@ func TestPeriods(t *testing.T) {
 	for _, p := range Periods {
 		if every[PathHistory]%p.Every != 0 {
 			t.Errorf("%s every %d polls is not a multiple of %s's %d", PathHistory, every[PathHistory], p.Path, p.Every)
+		}
+	}
+}
+
+// pathsAt(n) is every path whose period divides n, in polling order, and
+// costs a poll no allocation (it is computed once: cycle).
+func TestPathsAt(t *testing.T) {
+	for n := range 200 {
+		var want []string
+		for _, p := range Periods {
+			if n%p.Every == 0 {
+				want = append(want, p.Path)
+			}
+		}
+		if d := cmp.Diff(want, pathsAt(n)); d != "" {
+			t.Errorf("pathsAt(%d) (-want +got):\n%s", n, d)
+		}
+	}
+	for _, n := range []int{0, 1, 5, 30, 31} {
+		if a := testing.AllocsPerRun(100, func() { _ = pathsAt(n) }); a != 0 {
+			t.Errorf("pathsAt(%d): %v allocations, want 0", n, a)
 		}
 	}
 }

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// BenchmarkIMDSIdleStandIn measures the CPU of idle IMDS-mode processes
+// without the testbed (so without its lock): the binaries run side by
+// side, in the same minutes, so that the machine's load weighs on each
+// alike, each polling the same quiet metadata mock (IMDSv2 only) at the
+// chart's interval (1 s) with the chart's Go settings (GOGC=50,
+// GOMEMLIMIT=20MiB, GOMAXPROCS=1), and each watching its node on the
+// stand-in API server of BenchmarkQueueModeMemoryStandIn (one node, an
+// idle watch over HTTP/1.1; the real API server's is HTTP/2 with a ping
+// every 30 s). CPU is every thread's schedstat over LIFEBOAT_BENCH_IDLE
+// (default 2m), from 30 s after the process is ready, extrapolated to an
+// hour. LIFEBOAT_BENCH_BINARIES (comma-separated paths) names the
+// binaries, e.g. a build of an earlier commit beside this one's; by
+// default it is this tree's release lifeboat-imds.
+//
+//	LIFEBOAT_BENCH_IDLE=10m LIFEBOAT_BENCH_BINARIES=/tmp/lifeboat-imds.before,/tmp/lifeboat-imds.after \
+//	  go test -count=1 -run '^$' -bench IMDSIdleStandIn -benchtime 1x -timeout 30m ./test/bench/
+func BenchmarkIMDSIdleStandIn(b *testing.B) {
+	idle := 2 * time.Minute
+	if v := os.Getenv("LIFEBOAT_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("LIFEBOAT_BENCH_IDLE: %v", err)
+		}
+		idle = d
+	}
+	dir := b.TempDir()
+	var bins []string
+	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
+		bins = strings.Split(v, ",")
+	} else {
+		bin := filepath.Join(dir, "lifeboat-imds")
+		cmd := exec.Command("go", "build", "-tags", "imdsonly", "-trimpath", "-ldflags", "-s -w -X main.version=bench", "-o", bin, "./cmd/lifeboat")
+		cmd.Dir = testenv.RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("building lifeboat-imds: %v\n%s", err, out)
+		}
+		bins = []string{bin}
+	}
+	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true})
+	srv := httptest.NewServer(standInAPI(b, 1))
+	defer srv.Close()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: stand-in, cluster: {server: %q}}]
+users: [{name: stand-in, user: {token: t}}]
+contexts: [{name: stand-in, context: {cluster: stand-in, user: stand-in}}]
+current-context: stand-in
+`, srv.URL)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), idle+5*time.Minute)
+	defer cancel()
+	for range b.N {
+		lbs := make([]*testenv.Lifeboat, len(bins))
+		for k, bin := range bins {
+			logs := filepath.Join(dir, strconv.Itoa(k))
+			if err := os.Mkdir(logs, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Dir: logs, Args: []string{
+				"--mode", "imds", "--node-name", memNode(0).Name, "--pod-name", "lifeboat", "--pod-namespace", "lifeboat",
+				"--imds-endpoint", mock.URL, "--imds-poll-interval", "1s", "--kubeconfig", kubeconfig, "--log-level", "warn",
+			}, Env: []string{"GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1"}})
+			if err != nil {
+				b.Fatalf("%s: %v", bin, err)
+			}
+			defer lb.Stop()
+			lbs[k] = lb
+		}
+		waitReady(ctx, b, lbs)
+		time.Sleep(30 * time.Second)
+		load0 := loadAverage(b)
+		cpu0 := make([]time.Duration, len(lbs))
+		for k, lb := range lbs {
+			cpu0[k] = threadsCPU(b, lb.Process().Pid())
+		}
+		time.Sleep(idle)
+		for k, lb := range lbs {
+			used := threadsCPU(b, lb.Process().Pid()) - cpu0[k]
+			perHour := used.Seconds() / idle.Hours()
+			b.ReportMetric(perHour, fmt.Sprintf("cpu-s/h-%d", k))
+			fmt.Printf("IMDS mode idle (stand-in), %s, poll 1 s, the chart's Go settings: CPU %.3f s in %v = %.2f s/h\n", bins[k], used.Seconds(), idle, perHour)
+		}
+		fmt.Printf("load average: %s at the start, %s at the end\n", load0, loadAverage(b))
+	}
+}
+
+// loadAverage is the machine's 1, 5 and 15-minute load averages.
+func loadAverage(b *testing.B) string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
