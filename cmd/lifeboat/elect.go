@@ -36,10 +36,8 @@ func (a *app) elect(ctx context.Context, lead func(context.Context) error) error
 		return fmt.Errorf("kubernetes leader election client: %w", err)
 	}
 	a.log.Info("leader election", "lease", a.cfg.LeaseNamespace+"/"+a.cfg.LeaseName, "namespaceFrom", a.cfg.LeaseNamespaceFrom)
-	id, _ := os.Hostname()
-	if a.cfg.PodName != "" {
-		id = a.cfg.PodName
-	}
+	host, _ := os.Hostname()
+	id := leader.Identity(a.cfg.PodName, host)
 	return leader.Run(ctx, leader.Options{
 		Client: client, Name: a.cfg.LeaseName, Namespace: a.cfg.LeaseNamespace, Identity: id,
 		LeaseDuration: a.cfg.LeaseDuration, Log: a.log, OnLeading: a.ready.SetLeader,

@@ -73,9 +73,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.SetSource(true) },
 		HandBack:  handBackClient,
 	})
-	if a.replacer, err = newReplacer(a); err != nil {
-		return err
-	}
+	a.replacer = newReplacer(a, cs)
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)
 	var asgClient *asg.Client

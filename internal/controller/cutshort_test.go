@@ -135,6 +135,20 @@ func (w *cutWorld) event(t *testing.T, prefix string) string {
 	return ""
 }
 
+// podWatches is how many watches on node-a's pods were made. The fake
+// clientset records an action and makes its watch under one lock: a watch
+// counted here sees every change made through the clientset after.
+func (w *cutWorld) podWatches() int {
+	n := 0
+	for _, a := range w.client.Actions() {
+		if wa, ok := a.(k8stesting.WatchAction); ok && a.GetResource().Resource == "pods" &&
+			wa.GetWatchRestrictions().Fields.String() == "spec.nodeName=node-a" {
+			n++
+		}
+	}
+	return n
+}
+
 func (w *cutWorld) pod(t *testing.T, name string) (*corev1.Pod, bool) {
 	t.Helper()
 	p, err := w.client.CoreV1().Pods("ns").Get(context.Background(), name, metav1.GetOptions{})
@@ -180,6 +194,13 @@ func TestDrainCutShortIsReportedAndAccumulated(t *testing.T) {
 			t.Errorf("DrainInterrupted Event %q does not say %q", cut, want)
 		}
 	}
+	// The fake clientset's watches begin at the moment they are made,
+	// whatever resourceVersion they ask for: slow deleted between the next
+	// drain's list of the node's pods and its watch would never be seen
+	// gone (a real API server replays it from the list's resourceVersion),
+	// and the test timed out once in a few hundred runs. Slow is deleted
+	// once that watch, the second on the node's pods, is made.
+	waitFor(t, "the next drain watching the node's pods", func() bool { return w.podWatches() >= 2 })
 	if err := w.client.CoreV1().Pods("ns").Delete(context.Background(), podSlow, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

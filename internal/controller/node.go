@@ -51,10 +51,16 @@ func (c *Controller) cordoned(w *nodeWork) {
 	}
 }
 
-// snapshot returns the node's events (sorted by ID for determinism).
+// snapshot returns the node's events (sorted by ID for determinism) and
+// takes their wake under the lock submit adds events and wakes under: a
+// wake left after it is for events it did not take.
 func (c *Controller) snapshot(w *nodeWork) []event.Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	select {
+	case <-w.wake:
+	default:
+	}
 	evs := make([]event.Event, 0, len(w.events))
 	for _, e := range w.events {
 		evs = append(evs, e)
@@ -80,11 +86,7 @@ type errWait struct{ until time.Time }
 func (c *Controller) runNode(ctx context.Context, w *nodeWork) {
 	backoff := c.o.RetryBackoff
 	for {
-		select {
-		case <-w.wake: // consume the wake of the events we are about to plan
-		default:
-		}
-		evs := c.snapshot(w)
+		evs := c.snapshot(w) // with their wake
 		waiting, err := c.reconcile(ctx, w, evs)
 		var wait errWait
 		switch {

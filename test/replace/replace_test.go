@@ -277,11 +277,7 @@ func newDrainer(t *testing.T, first bool, rec *recorded) *drain.Drainer {
 	}
 	o := drain.Options{Backoff: 200 * time.Millisecond, Margin: 5 * time.Second, DeleteBlocked: true, Recorder: rec}
 	if first {
-		apps, err := replace.NewREST(env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.Replacer = replace.New(apps, client, clock.RealClock{}, quiet, replace.Options{Poll: 100 * time.Millisecond, Recorder: rec})
+		o.Replacer = replace.New(replace.NewApps(env.Client.AppsV1()), client, clock.RealClock{}, quiet, replace.Options{Poll: 100 * time.Millisecond, Recorder: rec})
 	}
 	return drain.New(client, clock.RealClock{}, quiet, o)
 }
