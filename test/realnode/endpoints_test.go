@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,11 +29,17 @@ import (
 // 20 ms to the Service's ready endpoints, following its EndpointSlices as
 // a load balancer with IP targets does (a terminating pod is no target;
 // no ready target is a failed request, the 503 such a load balancer
-// answers). A Spot interruption warning comes for the pod's node, which is
-// powered off spotDeadline later. The pod's preStop takes 2 s (the delay
-// every pod behind such a load balancer needs, for the target's removal
-// to propagate before the server stops), its server then stops
-// gracefully.
+// answers). The pod's node is interrupted:
+//
+//   - Spot: an interruption warning comes; the node is powered off
+//     spotDeadline later.
+//   - scale-in: the instance is terminated out of its group, whose
+//     terminate hook (30 s, CONTINUE) lifeboat holds until the drain is
+//     over; the node is powered off when the action completes.
+//
+// The pod's preStop takes 2 s (the delay every pod behind such a load
+// balancer needs, for the target's removal to propagate before the server
+// stops); its server then stops gracefully.
 //
 //   - lifeboat without --replacement-first (the harm): the pod is evicted
 //     at the notice; from then until its replacement is Ready on the other
@@ -41,97 +49,121 @@ import (
 //     shutdown begins (its preStop, from its record): not one request
 //     fails.
 func TestZeroFailedRequests(t *testing.T) {
-	const port = 8080
 	for _, c := range []struct {
-		name  string
-		first bool
+		name    string
+		scaleIn bool
+		first   bool
 	}{
-		{name: "without replacement first"},
-		{name: "replacement first", first: true},
+		{name: "spot, without replacement first"},
+		{name: "spot, replacement first", first: true},
+		{name: "scale-in, without replacement first", scaleIn: true},
+		{name: "scale-in, replacement first", scaleIn: true, first: true},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			var flags []string
-			if c.first {
-				flags = []string{"--replacement-first"}
-			}
-			w := newWorld(t, worldOptions{lifeboat: true, flags: flags})
-			ids := w.CreateGroup("web", 2)
-			id, spare := ids[0], ids[1]
-			ctx := w.Ctx
+		t.Run(c.name, func(t *testing.T) { zeroFailedRequests(t, c.scaleIn, c.first) })
+	}
+}
 
-			// The pod on the first node: the second is cordoned until then.
-			setUnschedulable(ctx, t, w.NodeName(spare), true)
-			spec := testenv.WorkloadSpec{Namespace: w.ns, Name: "web", RecordDir: w.records, HTTPPort: port,
-				PreStop: 2 * time.Second, Shutdown: 500 * time.Millisecond, Grace: 10 * time.Second,
-				NodeSelector: map[string]string{groupLabel: "web"}}
-			oldPod := startService(ctx, t, spec)
-			if oldPod.Spec.NodeName != w.NodeName(id) {
-				t.Fatalf("the pod runs on %s, want %s", oldPod.Spec.NodeName, w.NodeName(id))
-			}
-			setUnschedulable(ctx, t, w.NodeName(spare), false)
+func zeroFailedRequests(t *testing.T, scaleIn, first bool) {
+	const port = 8080
+	var flags []string
+	if first {
+		flags = []string{"--replacement-first"}
+	}
+	w := newWorld(t, worldOptions{lifeboat: true, flags: flags})
+	ids := w.CreateGroup("web", 2)
+	id, spare := ids[0], ids[1]
+	ctx := w.Ctx
+	if scaleIn {
+		w.PutHook("web", "drain", terminating, 30, "CONTINUE")
+	}
 
-			lb := startTargetClient(ctx, t, w.ns, spec.Name, port)
-			eventually(ctx, t, 20*time.Second, "the client served by the pod", func() bool {
-				return lb.servedBy(oldPod.Status.PodIP) >= 25
-			})
+	// The pod on the first node: the second is cordoned until then.
+	setUnschedulable(ctx, t, w.NodeName(spare), true)
+	spec := testenv.WorkloadSpec{Namespace: w.ns, Name: "web", RecordDir: w.records, HTTPPort: port,
+		PreStop: 2 * time.Second, Shutdown: 500 * time.Millisecond, Grace: 10 * time.Second,
+		NodeSelector: map[string]string{groupLabel: "web"}}
+	oldPod := startService(ctx, t, spec)
+	if oldPod.Spec.NodeName != w.NodeName(id) {
+		t.Fatalf("the pod runs on %s, want %s", oldPod.Spec.NodeName, w.NodeName(id))
+	}
+	setUnschedulable(ctx, t, w.NodeName(spare), false)
 
-			sent := time.Now()
-			w.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
-			time.Sleep(time.Until(sent.Add(spotDeadline)))
-			w.terminate(id)
-			time.Sleep(time.Second)
-			sum := lb.stop()
+	lb := startTargetClient(ctx, t, w.ns, spec.Name, port)
+	eventually(ctx, t, 20*time.Second, "the client served by the pod", func() bool {
+		return lb.servedBy(oldPod.Status.PodIP) >= 25
+	})
 
-			recs, err := testenv.ReadWorkloadRecords(w.records, w.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			old := recs[oldPod.Name]
-			delete(recs, oldPod.Name)
-			if len(recs) != 1 {
-				t.Fatalf("want one replacement pod's record, got %d (%v)", len(recs), recs)
-			}
-			var newName string
-			for name := range recs {
-				newName = name
-			}
-			repl := recs[newName]
-			t.Logf("old pod %s: %s", oldPod.Name, old)
-			t.Logf("replacement %s: %s", newName, repl)
-			t.Logf("requests: %s", sum)
-
-			readyAt, ok := repl.At(testenv.WorkloadReadinessPassed)
-			if !ok {
-				t.Fatalf("the replacement %s never passed its readiness probe (record: %s)", newName, repl)
-			}
-			shutdownAt, ok := old.At(testenv.WorkloadPreStopBegin)
-			if !ok {
-				t.Fatalf("the old pod's shutdown never began (record: %s)", old)
-			}
-			t.Logf("notice +0s; replacement Ready +%.2fs; old pod's preStop +%.2fs; powered off +%.2fs",
-				readyAt.Sub(sent).Seconds(), shutdownAt.Sub(sent).Seconds(), spotDeadline.Seconds())
-			assertGracefulShutdown(t, old, spec)
-			if sum.ok(newName) == 0 {
-				t.Errorf("the replacement %s served no request", newName)
-			}
-			if !c.first {
-				if sum.failed == 0 {
-					t.Errorf("no request failed without replacement first: the harm is not shown")
-				}
-				if !shutdownAt.Before(readyAt) {
-					t.Errorf("without replacement first, the old pod's shutdown began at +%.2fs, not before the replacement was Ready at +%.2fs",
-						shutdownAt.Sub(sent).Seconds(), readyAt.Sub(sent).Seconds())
-				}
-				return
-			}
-			if sum.failed != 0 {
-				t.Errorf("%d requests failed with replacement first; want 0", sum.failed)
-			}
-			if !readyAt.Before(shutdownAt) {
-				t.Errorf("the replacement was Ready at +%.2fs, not before the old pod's shutdown began at +%.2fs",
-					readyAt.Sub(sent).Seconds(), shutdownAt.Sub(sent).Seconds())
-			}
+	sent := time.Now()
+	if scaleIn {
+		_, err := w.AS.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Eventually(30*time.Second, "the node of "+id+" powered off", func() bool {
+			_, ok := w.machines.PoweredOff(id)
+			return ok
 		})
+	} else {
+		w.PutEvent("aws.ec2", "EC2 Spot Instance Interruption Warning", sent, map[string]string{"instance-id": id, "instance-action": "terminate"})
+		time.Sleep(time.Until(sent.Add(spotDeadline)))
+		w.terminate(id)
+	}
+	off, _ := w.machines.PoweredOff(id)
+	time.Sleep(time.Second)
+	sum := lb.stop()
+
+	recs, err := testenv.ReadWorkloadRecords(w.records, w.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := recs[oldPod.Name]
+	delete(recs, oldPod.Name)
+	if len(recs) != 1 {
+		t.Fatalf("want one replacement pod's record, got %d (%v)", len(recs), recs)
+	}
+	var newName string
+	for name := range recs {
+		newName = name
+	}
+	repl := recs[newName]
+	t.Logf("old pod %s: %s", oldPod.Name, old)
+	t.Logf("replacement %s: %s", newName, repl)
+	t.Logf("requests: %s", sum)
+
+	readyAt, ok := repl.At(testenv.WorkloadReadinessPassed)
+	if !ok {
+		t.Fatalf("the replacement %s never passed its readiness probe (record: %s)", newName, repl)
+	}
+	shutdownAt, ok := old.At(testenv.WorkloadPreStopBegin)
+	if !ok {
+		t.Fatalf("the old pod's shutdown never began (record: %s)", old)
+	}
+	t.Logf("notice +0s; replacement Ready +%.2fs; old pod's preStop +%.2fs; powered off +%.2fs",
+		readyAt.Sub(sent).Seconds(), shutdownAt.Sub(sent).Seconds(), off.Sub(sent).Seconds())
+	assertGracefulShutdown(t, old, spec)
+	if exit, ok := old.At(testenv.WorkloadExit); ok && !exit.Before(off) {
+		t.Errorf("the old pod exited at %v, not before the power-off at %v", exit, off)
+	}
+	if sum.ok(newName) == 0 {
+		t.Errorf("the replacement %s served no request", newName)
+	}
+	if !first {
+		if sum.failed == 0 {
+			t.Errorf("no request failed without replacement first: the harm is not shown")
+		}
+		if !shutdownAt.Before(readyAt) {
+			t.Errorf("without replacement first, the old pod's shutdown began at +%.2fs, not before the replacement was Ready at +%.2fs",
+				shutdownAt.Sub(sent).Seconds(), readyAt.Sub(sent).Seconds())
+		}
+		return
+	}
+	if sum.failed != 0 {
+		t.Errorf("%d requests failed with replacement first; want 0", sum.failed)
+	}
+	if !readyAt.Before(shutdownAt) {
+		t.Errorf("the replacement was Ready at +%.2fs, not before the old pod's shutdown began at +%.2fs",
+			readyAt.Sub(sent).Seconds(), shutdownAt.Sub(sent).Seconds())
 	}
 }
 
