@@ -24,11 +24,12 @@ func TestMain(m *testing.M) {
 		// kwok manages only the nodes a test creates with Env.CreateNode
 		// (the rollout's burst); the real nodes are the kubelets'. The
 		// volume controllers bind and attach TestTimeToRecovery's CSI
-		// volumes.
+		// volumes. The EndpointSlice controller publishes the endpoints
+		// TestZeroFailedRequests's client follows.
 		// The node proxy dials a node's InternalIP before its Hostname,
 		// as kubeadm's API server does (the Hostname resolves nowhere here).
 		Kube: testenv.Options{Controllers: append(slices.Clone(testenv.DefaultControllers),
-			"persistentvolume-binder-controller", "persistentvolume-attach-detach-controller"),
+			"persistentvolume-binder-controller", "persistentvolume-attach-detach-controller", "endpointslice-controller"),
 			APIServerArgs: []string{"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname"}},
 		Moto:   true,
 		Images: true,

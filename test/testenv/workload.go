@@ -8,11 +8,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -32,6 +35,13 @@ const (
 	// WorkloadDeadlineSeen: the annotations file first showed
 	// lifeboat.io/deadline; WorkloadEntry.Value is it.
 	WorkloadDeadlineSeen = "deadline-seen"
+	// WorkloadReadinessPassed: the first readiness probe was answered
+	// (WorkloadSpec.HTTPPort); the kubelet marks the pod Ready on it.
+	WorkloadReadinessPassed = "readiness-passed"
+	// WorkloadHTTPStopped: after SIGTERM the HTTP server closed its
+	// listener and finished the requests in flight; WorkloadEntry.Value
+	// is how many requests it served.
+	WorkloadHTTPStopped = "http-stopped"
 )
 
 // WorkloadSpec describes a pod running WorkloadImage on a real node.
@@ -52,11 +62,44 @@ type WorkloadSpec struct {
 	// volume, which the workload reads while it runs
 	// (WorkloadDeadlineSeen).
 	WatchAnnotations bool
+	// HTTPPort, when set, makes the workload serve HTTP on it (every path
+	// answers 200 with the pod's name) with a readiness probe on /readyz
+	// every second; SIGTERM stops the server gracefully before the
+	// handler's work (WorkloadHTTPStopped).
+	HTTPPort int32
+	// NodeSelector places the pods of WorkloadDeployment.
+	NodeSelector map[string]string
 }
 
 // WorkloadPod returns the pod of a workload: bound to its node, the image
 // never pulled, no service-account token, its record directory mounted.
 func WorkloadPod(s WorkloadSpec) *corev1.Pod {
+	t := workloadTemplate(s)
+	t.Spec.NodeName = s.Node
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: t.Labels}, Spec: t.Spec}
+}
+
+// WorkloadDeployment returns a Deployment named s.Name of replicas
+// workload pods (the API's default strategy), placed by the scheduler on
+// nodes matching s.NodeSelector (s.Node is not used); its selector is
+// app=s.Name. Each pod records under its own name.
+func WorkloadDeployment(s WorkloadSpec, replicas int32) *appsv1.Deployment {
+	s.Labels = maps.Clone(s.Labels)
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	s.Labels["app"] = s.Name
+	t := workloadTemplate(s)
+	t.Spec.NodeSelector = s.NodeSelector
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": s.Name}},
+			Template: t},
+	}
+}
+
+// workloadTemplate is the pod of a workload, unbound.
+func workloadTemplate(s WorkloadSpec) corev1.PodTemplateSpec {
 	var lifecycle *corev1.Lifecycle
 	if s.PreStop > 0 {
 		lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/workload", "prestop"}}}}
@@ -64,8 +107,8 @@ func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 	labels := map[string]string{"app": "workload"}
 	maps.Copy(labels, s.Labels)
 	env := []corev1.EnvVar{
-		{Name: "POD_NAMESPACE", Value: s.Namespace},
-		{Name: "POD_NAME", Value: s.Name},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "WORKLOAD_PRESTOP", Value: s.PreStop.String()},
 		{Name: "WORKLOAD_SHUTDOWN", Value: s.Shutdown.String()},
 	}
@@ -80,10 +123,19 @@ func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}},
 		}}})
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: labels},
+	var ports []corev1.ContainerPort
+	var readiness *corev1.Probe
+	if s.HTTPPort != 0 {
+		env = append(env, corev1.EnvVar{Name: "WORKLOAD_HTTP_PORT", Value: strconv.Itoa(int(s.HTTPPort))})
+		ports = []corev1.ContainerPort{{Name: "http", ContainerPort: s.HTTPPort}}
+		readiness = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http")}},
+			PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1,
+		}
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: corev1.PodSpec{
-			NodeName:                      s.Node,
 			TerminationGracePeriodSeconds: ptr.To(int64(s.Grace / time.Second)),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
@@ -92,6 +144,8 @@ func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 				Image:           WorkloadImage,
 				ImagePullPolicy: corev1.PullNever,
 				Env:             env,
+				Ports:           ports,
+				ReadinessProbe:  readiness,
 				Lifecycle:       lifecycle,
 				VolumeMounts:    mounts,
 			}},
@@ -132,6 +186,25 @@ func ReadWorkloadRecord(dir, namespace, name string) (WorkloadRecord, error) {
 		r = append(r, e)
 	}
 	return r, sc.Err()
+}
+
+// ReadWorkloadRecords reads the records of every pod of a namespace that
+// recorded into dir, by pod name (a Deployment's pods).
+func ReadWorkloadRecords(dir, namespace string) (map[string]WorkloadRecord, error) {
+	files, err := filepath.Glob(filepath.Join(dir, namespace+"_*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]WorkloadRecord{}
+	for _, f := range files {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), namespace+"_"), ".jsonl")
+		r, err := ReadWorkloadRecord(dir, namespace, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = r
+	}
+	return out, nil
 }
 
 // Count returns how many times event was recorded.

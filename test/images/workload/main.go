@@ -10,6 +10,12 @@
 //	annotations-watched        at start, with WORKLOAD_ANNOTATIONS set
 //	deadline-seen              the first time the downward-API annotations
 //	                           file shows lifeboat.io/deadline (value: it)
+//	readiness-passed           with WORKLOAD_HTTP_PORT: the first readiness
+//	                           probe answered (the kubelet marks the pod
+//	                           Ready on it)
+//	http-stopped               with WORKLOAD_HTTP_PORT: after SIGTERM, the
+//	                           server closed its listener and finished the
+//	                           requests in flight (value: requests served)
 //
 // A process killed with SIGKILL (grace period over, machine powered off)
 // records nothing more: a sigterm without work-finished, or a started with
@@ -23,6 +29,11 @@
 //	WORKLOAD_SHUTDOWN    how long the SIGTERM handler works (Go duration)
 //	WORKLOAD_ANNOTATIONS the pod's annotations file (a downward-API volume),
 //	                     read every 100 ms while the process runs
+//	WORKLOAD_HTTP_PORT   serve HTTP on this port: / answers 200 with the
+//	                     pod's name, /readyz 200 (the readiness probe); on
+//	                     SIGTERM the server stops gracefully (no new
+//	                     connections, requests in flight finished) before
+//	                     the handler's work
 //
 // The record format is read by lifeboat.dev/lifeboat/test/testenv
 // (ReadWorkloadRecord); keep the two in step.
@@ -65,6 +76,13 @@ func run(args []string) error {
 	if err := record("started"); err != nil {
 		return err
 	}
+	var web *server
+	if port := os.Getenv("WORKLOAD_HTTP_PORT"); port != "" {
+		var err error
+		if web, err = serve(port); err != nil {
+			return err
+		}
+	}
 	if err := record("ready"); err != nil {
 		return err
 	}
@@ -77,6 +95,11 @@ func run(args []string) error {
 	<-sig
 	if err := record("sigterm"); err != nil {
 		return err
+	}
+	if web != nil {
+		if err := web.stop(); err != nil {
+			return err
+		}
 	}
 	shutdown, err := duration("WORKLOAD_SHUTDOWN")
 	if err != nil {
