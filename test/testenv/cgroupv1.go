@@ -54,14 +54,17 @@ func cgroupMounts() ([]string, error) {
 // makeCgroup creates path (and its parents) in every cgroup hierarchy.
 // New cpuset cgroups get their parent's cpus and memory nodes: they start
 // empty, and no task may join an empty cpuset. It tries again when another
-// node's teardown removed the shared parent meanwhile.
+// node's teardown removed the shared parent meanwhile: creating in it then
+// fails with ENOENT, writing into it with ENODEV
+// (TestCgroupParentSharedByNodes).
 func makeCgroup(path string) error {
+	mk := makeCgroupOnce
 	if v2, ok := hostCgroupV2(); ok {
-		return v2.make(path)
+		mk = v2.make
 	}
 	var err error
-	for range 3 {
-		if err = makeCgroupOnce(path); !errors.Is(err, os.ErrNotExist) {
+	for range 10 {
+		if err = mk(path); !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENODEV) {
 			return err
 		}
 	}
