@@ -44,8 +44,8 @@ func TestDemo(t *testing.T) {
 			t.Errorf("terminal output lacks %q", want)
 		}
 	}
-	if n := strings.Count(out.String(), "✓"); n < 7 {
-		t.Errorf("terminal output has %d summary lines (✓), want at least 7", n)
+	if n := strings.Count(out.String(), "✓"); n < 8 {
+		t.Errorf("terminal output has %d summary lines (✓), want at least 8", n)
 	}
 
 	page, err := os.ReadFile(res.TimelinePath)
@@ -70,8 +70,8 @@ func TestDemo(t *testing.T) {
 	// The steps each scene must show, at least so many times.
 	want := map[string]map[string]int{
 		sceneSpot: {
-			stepSignal: 2, stepReceived: 1, stepCordoned: 1, stepDraining: 1, stepEvicting: 3, stepRefused: 1,
-			stepEvicted: 3, stepDrained: 1, stepNodeReady: 1, stepPodReady: 3,
+			stepSignal: 2, stepReceived: 1, stepCordoned: 1, stepDraining: 1, stepEvicting: 4, stepRefused: 1,
+			stepEvicted: 4, stepDrained: 1, stepNodeReady: 1, stepPodReady: 4, stepReplacing: 1, stepReplaced: 1,
 		},
 		sceneScaleIn: {
 			stepSignal: 1, stepAction: 1, stepReceived: 1, stepCordoned: 1, stepEvicting: 1, stepHeartbeat: 3,
@@ -106,11 +106,14 @@ func TestDemo(t *testing.T) {
 		t.Errorf("spot scene: DrainForecastMiss for a drain that makes it: %v", got)
 	}
 	// Progress counts up to the whole drain.
-	if !hasFact(byScene[sceneSpot], stepEvicted, "gone 3/3") {
-		t.Errorf("spot scene: no fact with progress gone 3/3: %v", texts(byScene[sceneSpot], stepEvicted))
+	if !hasFact(byScene[sceneSpot], stepEvicted, "gone 4/4") {
+		t.Errorf("spot scene: no fact with progress gone 4/4: %v", texts(byScene[sceneSpot], stepEvicted))
 	}
 	// The real node's pods, from their own records.
 	checkRealPods(t, byScene[sceneSpot], out.String())
+	// Issue 25: replacement first on the timeline, the frontend's
+	// replacement Ready before its old pod was evicted.
+	checkFrontend(t, byScene[sceneSpot], out.String())
 	// The order of the brief: signal received → cordoned → evicting →
 	// heartbeat → completed, and completed only once the pod is gone.
 	scaleIn := byScene[sceneScaleIn]

@@ -105,7 +105,7 @@ var stepColors = map[string]string{
 	stepUncordoned: "#0891b2", stepNodeJoined: "#0891b2", stepNodeReady: "#059669", stepNodeDeleted: "#475569",
 	stepPodCreated: "#0891b2", stepPodScheduled: "#0891b2", stepPodReady: "#059669", stepEvicting: "#f59e0b",
 	stepEvicted: "#16a34a", stepPreStopBegin: "#0d9488", stepPreStopEnd: "#0f766e", stepSIGTERM: "#b45309",
-	stepExit: "#15803d", stepCutOff: "#dc2626", stepPodCutOff: "#dc2626",
+	stepExit: "#15803d", stepCutOff: "#dc2626", stepPodCutOff: "#dc2626", stepReplacing: "#7c3aed", stepReplaced: "#15803d",
 }
 
 func stepColor(step string) string {
@@ -121,7 +121,7 @@ type legendItem struct{ Step, Color string }
 
 func legend() []legendItem {
 	steps := []string{stepSignal, stepAction, stepReceived, stepCordoned, stepDraining, stepEvicting, stepRefused, stepEvicted,
-		stepDrained, stepHeartbeat, stepCompleted, stepNodeJoined, stepNodeReady, stepPodReady, stepInstance,
+		stepReplacing, stepReplaced, stepDrained, stepHeartbeat, stepCompleted, stepNodeJoined, stepNodeReady, stepPodReady, stepInstance,
 		stepPreStopBegin, stepPreStopEnd, stepSIGTERM, stepExit, stepCutOff, stepPodCutOff}
 	var out []legendItem
 	for _, s := range steps {

@@ -220,10 +220,15 @@ var eventSteps = map[string]string{
 	"InterruptionReceived": stepReceived,
 	"Draining":             stepDraining,
 	"Drained":              stepDrained,
-	"LifecycleCompleted":   stepLifecycleReport,
-	"DeadlinePassed":       stepDeadline,
-	"DrainForecastMiss":    stepForecast,
-	"Failed":               stepFailed,
+	"ReplacementStarted":   stepReplacing,
+	"ReplacementReady":     stepReplaced,
+	// The Deployment's last pods evicted without a replacement first.
+	"ReplacementTimedOut": stepFailed,
+	"ReplacementSkipped":  stepFailed,
+	"LifecycleCompleted":  stepLifecycleReport,
+	"DeadlinePassed":      stepDeadline,
+	"DrainForecastMiss":   stepForecast,
+	"Failed":              stepFailed,
 }
 
 // pollSimulator turns changes of the simulator's instances and lifecycle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -112,6 +113,7 @@ func (d *demo) setScene(ctx context.Context) (*scene, error) {
 	}
 	g, gctx = errgroup.WithContext(ctx)
 	g.Go(func() error { return d.createRealPods(gctx, s.spotNode) })
+	g.Go(func() error { return d.createFrontend(gctx, s.spotNode) })
 	for _, p := range pods {
 		g.Go(func() error {
 			_, err := d.env.CreatePod(gctx, p)
@@ -128,7 +130,7 @@ func (d *demo) setScene(ctx context.Context) (*scene, error) {
 	}
 	d.tl.say("scene set: Auto Scaling groups %s (1 instance), %s (empty), %s (1 instance, terminate hook), %s (empty, launch hook)",
 		groupSpot, groupOnDemand, groupBatch, groupWeb)
-	d.tl.say("          real node %s: checkout-a, checkout-b (PodDisruptionBudget minAvailable 1), worker (grace 300s), log-shipper (DaemonSet): real processes, preStop 2s",
+	d.tl.say("          real node %s: checkout-a, checkout-b (PodDisruptionBudget minAvailable 1), worker (grace 300s), frontend (a Deployment's only replica), log-shipper (DaemonSet): real processes, preStop 2s",
 		shortNode(s.spotNode))
 	d.tl.say("          node %s: report-job (needs %s to shut down); hooks time out after %s; a new instance needs %s to boot",
 		shortNode(s.batchNode), d.cfg.PodShutdown, d.cfg.HookTimeout, d.cfg.BootDelay)
@@ -238,7 +240,7 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 	if err != nil {
 		return err
 	}
-	d.tl.begin(sceneSpot, fmt.Sprintf("Spot interruption: real node %s (%s, a real kubelet) runs %d real pods to move, 2 of them under a PodDisruptionBudget",
+	d.tl.begin(sceneSpot, fmt.Sprintf("Spot interruption: real node %s (%s, a real kubelet) runs %d real pods to move, 2 of them under a PodDisruptionBudget, 1 a Deployment's only replica",
 		shortNode(s.spotNode), s.spotInstance, len(pods)), pods)
 	d.tl.add(Fact{Scene: sceneSpot, Source: srcAWS, Step: stepSignal, Lane: "EventBridge", Label: "Spot interruption notice",
 		Text: fmt.Sprintf("%s for %s (terminate): AWS takes the instance in %s", route.SpotInterruption, s.spotInstance, spotNotice)})
@@ -293,6 +295,15 @@ func (d *demo) spotInterruption(ctx context.Context, s *scene) error {
 	}
 	if g, ok := d.tl.graceOf(sceneSpot, "worker"); ok && g < 300 {
 		summary = append(summary, fmt.Sprintf("worker's 300s grace period was capped to %ds: what is left before AWS acts, less --deadline-margin", g))
+	}
+	for _, key := range pods {
+		if name := strings.TrimPrefix(key, nsShop+"/"); strings.HasPrefix(name, frontend+"-") {
+			line, err := d.frontendSummary(ctx, name, s.spotNode)
+			if err != nil {
+				return err
+			}
+			summary = append(summary, line)
+		}
 	}
 	summary = append(summary, "log-shipper (DaemonSet) stays until the instance goes")
 	return d.endWithRecords(sceneSpot, pods, summary)

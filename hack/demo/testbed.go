@@ -134,6 +134,9 @@ func (d *demo) startLifeboat(ctx context.Context) error {
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		// Scaled time: a refused eviction is retried after 0.5 s, not 5 s.
 		"--eviction-backoff", "500ms",
+		// The Spot scene's frontend, a Deployment's only replica, is
+		// replaced before it is evicted (frontend.go).
+		"--replacement-first",
 	}
 	p, err := testenv.StartProcess(lifeboatLogName, d.bin, args, testenv.AWSEnv(), d.cfg.OutDir)
 	if err != nil {
@@ -144,7 +147,7 @@ func (d *demo) startLifeboat(ctx context.Context) error {
 	if err := testenv.WaitHTTP(ctx, p, nil, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err != nil {
 		return fmt.Errorf("lifeboat did not start: %w", err)
 	}
-	d.tl.say("lifeboat running in queue mode (pid %d): lifeboat run --queue-url …/%s --cluster-name %s …",
+	d.tl.say("lifeboat running in queue mode (pid %d): lifeboat run --queue-url …/%s --cluster-name %s --replacement-first …",
 		p.Pid(), lastSegment(d.stack.QueueURL), clusterName)
 	return nil
 }

@@ -62,6 +62,8 @@ const (
 	stepReceived        = "received"           // Event InterruptionReceived
 	stepDraining        = "draining"           // Event Draining
 	stepDrained         = "drained"            // Event Drained
+	stepReplacing       = "replacement-start"  // Event ReplacementStarted: a Deployment's rollout restarted before its eviction
+	stepReplaced        = "replacement-ready"  // Event ReplacementReady: its new pods Ready on other nodes
 	stepLifecycleReport = "lifecycle-reported" // Event LifecycleCompleted or lifeboat's launch log line
 	stepDeadline        = "deadline-passed"    // Event DeadlinePassed
 	stepForecast        = "forecast-miss"      // Event DrainForecastMiss: pods that will not make the deadline
@@ -85,6 +87,7 @@ const (
 var defaultLabels = map[string]string{
 	stepSignal: "signal", stepAction: "action started", stepCompleted: "completed", stepTimedOut: "timed out",
 	stepReceived: "InterruptionReceived", stepDraining: "Draining", stepDrained: "Drained", stepDeadline: "DeadlinePassed",
+	stepReplacing: "ReplacementStarted", stepReplaced: "ReplacementReady",
 	stepForecast: "forecast: will miss", stepFailed: "warning", stepRefused: "refused by PDB", stepCordoned: "cordoned + tainted", stepTainted: "tainted",
 	stepUncordoned: "uncordoned", stepNodeJoined: "joined", stepNodeReady: "Ready", stepNodeDeleted: "deleted",
 	stepPodCreated: "created", stepPodScheduled: "scheduled", stepPodReady: "Ready",
@@ -237,7 +240,7 @@ func (t *timeline) print(s *sceneState, f Fact) {
 	src := fmt.Sprintf("%-8s", f.Source)
 	text := f.Text
 	switch f.Step {
-	case stepCompleted, stepDrained, stepNodeReady, stepPodReady, stepLifecycleReport:
+	case stepCompleted, stepDrained, stepNodeReady, stepPodReady, stepLifecycleReport, stepReplaced:
 		text = t.paint(green, text)
 	case stepRefused, stepFailed, stepDeadline, stepTimedOut, stepForecast, stepPodCutOff:
 		text = t.paint(red, text)
