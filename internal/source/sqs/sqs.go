@@ -46,6 +46,14 @@ const (
 	// receiveSlack bounds a receive beyond its long poll (a slow answer).
 	receiveSlack  = 3 * time.Second
 	maxVisibility = 12 * time.Hour
+	// DefaultVisibility is a received message's visibility when Options
+	// leave it unset (--visibility-timeout's default). The message's work
+	// may take longer: its visibility is extended every third of it while
+	// the work runs (extendLoop). So it bounds only how long the messages
+	// of a consumer that died (SIGKILL, a lost node) stay hidden from the
+	// next leader; 2 min, the whole Spot notice, made a killed leader's
+	// nodes wait it out (issue 28 item 6).
+	DefaultVisibility = 30 * time.Second
 )
 
 // Receipt identifies a received message: plain data the controller keeps
@@ -119,7 +127,7 @@ func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source 
 		o.Receivers = 4
 	}
 	if o.Visibility <= 0 {
-		o.Visibility = 2 * time.Minute
+		o.Visibility = DefaultVisibility
 	}
 	if o.OnReceiveError == nil {
 		o.OnReceiveError = func(error) {}
