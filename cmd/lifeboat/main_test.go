@@ -41,7 +41,7 @@ func TestCLI(t *testing.T) {
 	}
 	runFlags := []string{
 		"--queue-url string\n", "environment: LIFEBOAT_QUEUE_URL; default: none; modes: queue",
-		"--visibility-timeout duration\n", "environment: LIFEBOAT_VISIBILITY_TIMEOUT; default: 2m; modes: queue",
+		"--visibility-timeout duration\n", "environment: LIFEBOAT_VISIBILITY_TIMEOUT; default: 30s; modes: queue",
 		"--node-name string\n", "environment: LIFEBOAT_NODE_NAME; default: none; modes: imds",
 		"--dry-run\n", "environment: LIFEBOAT_DRY_RUN; default: false; modes: queue, imds",
 	}

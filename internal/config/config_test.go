@@ -22,7 +22,7 @@ func TestLoadDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Mode != ModeQueue || c.Workers != 10 || c.QueueReceivers != 4 || c.VisibilityTimeout != 2*time.Minute || !c.CompleteLifecycle || c.LeaseNamespace != "kube-system" {
+	if c.Mode != ModeQueue || c.Workers != 10 || c.QueueReceivers != 4 || c.VisibilityTimeout != 30*time.Second || !c.CompleteLifecycle || c.LeaseNamespace != "kube-system" {
 		t.Errorf("unexpected defaults: %+v", c)
 	}
 	if c.Drains(event.RebalanceRecommendation) {

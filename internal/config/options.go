@@ -124,7 +124,7 @@ var options = []option{
 		bind: intOpt(func(c *Config) *int { return &c.Workers })},
 	{name: "queue-receivers", modes: []Mode{ModeQueue}, def: "4", usage: "long polls of the queue in parallel; one receive returns at most ten messages, so a burst of notices is read this many receives at a time",
 		bind: intOpt(func(c *Config) *int { return &c.QueueReceivers })},
-	{name: "visibility-timeout", modes: []Mode{ModeQueue}, def: "2m", usage: "visibility of a received message, extended while its work runs",
+	{name: "visibility-timeout", modes: []Mode{ModeQueue}, def: "30s", usage: "visibility of a received message, extended every third of it while its work runs; bounds how long a killed leader's messages stay hidden",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.VisibilityTimeout })},
 	{name: "unknown-instance", modes: []Mode{ModeQueue}, def: string(UnknownLeave), usage: "what to do with a message about an instance that is not a node of this cluster: leave (for its owner, until retention) or delete",
 		bind: typedOpt(func(c *Config) *UnknownPolicy { return &c.UnknownInstance })},

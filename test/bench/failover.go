@@ -13,8 +13,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 )
 
 // Failover modes (LIFEBOAT_BENCH_FAILOVER).
@@ -167,121 +165,6 @@ rules:
 - level: None
 `
 
-// Messages are the burst's SQS messages as both replicas saw them.
-type Messages struct {
-	Sent int `json:"sent"`
-	// Receives and Deletes: messages by how often a replica received /
-	// deleted them (a delete answered 200).
-	Receives map[int]int `json:"messages_by_receives"`
-	Deletes  map[int]int `json:"messages_by_deletes"`
-	// HandedBack counts messages made visible again at once (visibility
-	// 0) by a replica.
-	HandedBack int `json:"handed_back"`
-	// Regained: for messages received more than once, seconds from the
-	// first receive to the second (a hand-back: about at once; a dead
-	// consumer's: the visibility timeout).
-	Regained Percentiles `json:"first_to_second_receive,omitzero"`
-	// LeftVisible and LeftNotVisible are the queue's approximate counts at
-	// the end.
-	LeftVisible    int `json:"left_visible"`
-	LeftNotVisible int `json:"left_not_visible"`
-}
-
-// sqsLog records the SQS calls of the replicas (seen through a proxy each):
-// which message every receipt handle belongs to, when each message was
-// received, how often deleted and handed back.
-type sqsLog struct {
-	mu       sync.Mutex
-	byHandle map[string]string
-	received map[string][]time.Time
-	deleted  map[string]int
-	handed   map[string]bool
-	unknown  int // deletes or changes of handles never seen received
-}
-
-func newSQSLog() *sqsLog {
-	return &sqsLog{byHandle: map[string]string{}, received: map[string][]time.Time{}, deleted: map[string]int{}, handed: map[string]bool{}}
-}
-
-// record reads one answered SQS call (AWS JSON protocol).
-func (l *sqsLog) record(action string, status int, request, response []byte, at time.Time) {
-	if status != 200 {
-		return
-	}
-	type entry struct {
-		MessageID         string `json:"MessageId"`
-		ReceiptHandle     string `json:"ReceiptHandle"`
-		VisibilityTimeout *int   `json:"VisibilityTimeout"`
-	}
-	var req struct {
-		entry
-		Entries []entry `json:"Entries"`
-	}
-	_ = json.Unmarshal(request, &req)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	id := func(handle string) string {
-		m, ok := l.byHandle[handle]
-		if !ok {
-			l.unknown++
-		}
-		return m
-	}
-	switch action {
-	case "ReceiveMessage":
-		var out struct {
-			Messages []entry `json:"Messages"`
-		}
-		_ = json.Unmarshal(response, &out)
-		for _, m := range out.Messages {
-			l.byHandle[m.ReceiptHandle] = m.MessageID
-			l.received[m.MessageID] = append(l.received[m.MessageID], at)
-		}
-	case "DeleteMessage":
-		if m := id(req.ReceiptHandle); m != "" {
-			l.deleted[m]++
-		}
-	case "ChangeMessageVisibility", "ChangeMessageVisibilityBatch":
-		for _, e := range append(req.Entries, req.entry) {
-			if e.ReceiptHandle != "" && e.VisibilityTimeout != nil && *e.VisibilityTimeout == 0 {
-				if m := id(e.ReceiptHandle); m != "" {
-					l.handed[m] = true
-				}
-			}
-		}
-	}
-}
-
-// messages summarizes the log for the ids of the messages sent.
-func (l *sqsLog) messages(ids []string) Messages {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := Messages{Sent: len(ids), Receives: map[int]int{}, Deletes: map[int]int{}}
-	var gaps []float64
-	for _, id := range ids {
-		r := l.received[id]
-		m.Receives[len(r)]++
-		m.Deletes[l.deleted[id]]++
-		if l.handed[id] {
-			m.HandedBack++
-		}
-		if len(r) > 1 {
-			gaps = append(gaps, r[1].Sub(r[0]).Seconds())
-		}
-	}
-	if len(gaps) > 0 {
-		m.Regained = percentiles(gaps)
-	}
-	return m
-}
-
-// receivedIDs returns the ids of every message received.
-func (l *sqsLog) receivedIDs() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Sorted(maps.Keys(l.received))
-}
-
 // failoverTable is the report's lines about a failover run ("" without).
 func (r *Result) failoverTable() string {
 	f := r.Failover
@@ -304,6 +187,14 @@ func (r *Result) failoverTable() string {
 		m.Sent, hist(m.Receives), hist(m.Deletes), m.HandedBack, m.LeftVisible, m.LeftNotVisible)
 	if m.Regained.Max > 0 {
 		fmt.Fprintf(&b, "first -> second receive p50 %.2f s, max %.2f s\n", m.Regained.P50, m.Regained.Max)
+	}
+	if m.Sent > 0 {
+		change := m.Calls["ChangeMessageVisibilityBatch"] + m.Calls["ChangeMessageVisibility"]
+		fmt.Fprintf(&b, "SQS calls (both replicas, whole run) %v; per message sent: %.2f visibility calls, %.2f extensions\n",
+			m.Calls, float64(change)/float64(m.Sent), float64(m.Extensions)/float64(m.Sent))
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.Repeated)) {
+		fmt.Fprintf(&b, "message %s: %s\n", id, strings.Join(m.Repeated[id], "; "))
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,17 +52,17 @@ func TestCountWrites(t *testing.T) {
 func TestSQSLog(t *testing.T) {
 	l := newSQSLog()
 	t0 := time.Unix(1000, 0)
-	l.record("ReceiveMessage", 200, []byte(`{"QueueUrl":"q"}`), []byte(`{"Messages":[{"MessageId":"m1","ReceiptHandle":"h1"},{"MessageId":"m2","ReceiptHandle":"h2"},{"MessageId":"m3","ReceiptHandle":"h3"}]}`), t0)
-	l.record("DeleteMessage", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h1"}`), []byte(`{}`), t0)
-	l.record("ChangeMessageVisibilityBatch", 200, []byte(`{"QueueUrl":"q","Entries":[{"Id":"0","ReceiptHandle":"h2","VisibilityTimeout":0}]}`), []byte(`{}`), t0)
-	l.record("ChangeMessageVisibility", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h3","VisibilityTimeout":120}`), []byte(`{}`), t0)
-	l.record("ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m2","ReceiptHandle":"h2b"}]}`), t0.Add(500*time.Millisecond))
-	l.record("DeleteMessage", 500, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
-	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
-	l.record("ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m3","ReceiptHandle":"h3b"}]}`), t0.Add(120*time.Second))
-	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3b"}`), nil, t0)
-	l.record("DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3b"}`), nil, t0)
-	m := l.messages([]string{"m1", "m2", "m3", "m4"})
+	l.record("a", "ReceiveMessage", 200, []byte(`{"QueueUrl":"q"}`), []byte(`{"Messages":[{"MessageId":"m1","ReceiptHandle":"h1"},{"MessageId":"m2","ReceiptHandle":"h2"},{"MessageId":"m3","ReceiptHandle":"h3"}]}`), t0)
+	l.record("a", "DeleteMessage", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h1"}`), []byte(`{}`), t0)
+	l.record("a", "ChangeMessageVisibilityBatch", 200, []byte(`{"QueueUrl":"q","Entries":[{"Id":"0","ReceiptHandle":"h2","VisibilityTimeout":0}]}`), []byte(`{}`), t0)
+	l.record("a", "ChangeMessageVisibility", 200, []byte(`{"QueueUrl":"q","ReceiptHandle":"h3","VisibilityTimeout":120}`), []byte(`{}`), t0)
+	l.record("a", "ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m2","ReceiptHandle":"h2b"}]}`), t0.Add(500*time.Millisecond))
+	l.record("a", "DeleteMessage", 500, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
+	l.record("a", "DeleteMessage", 200, []byte(`{"ReceiptHandle":"h2b"}`), nil, t0)
+	l.record("a", "ReceiveMessage", 200, []byte(`{}`), []byte(`{"Messages":[{"MessageId":"m3","ReceiptHandle":"h3b"}]}`), t0.Add(120*time.Second))
+	l.record("b", "DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3b"}`), nil, t0.Add(121*time.Second))
+	l.record("a", "DeleteMessage", 200, []byte(`{"ReceiptHandle":"h3"}`), nil, t0.Add(122*time.Second))
+	m := l.messages([]string{"m1", "m2", "m3", "m4"}, t0)
 	if got := hist(m.Receives); got != "{0:1 1:1 2:2}" {
 		t.Errorf("messages by receives %s", got)
 	}
@@ -73,5 +74,12 @@ func TestSQSLog(t *testing.T) {
 	}
 	if m.Regained.P50 != 0.5 || m.Regained.Max != 120 {
 		t.Errorf("first -> second receive %+v, want p50 0.5 s, max 120 s", m.Regained)
+	}
+	if m.Extensions != 1 || m.Calls["ChangeMessageVisibility"] != 1 || m.Calls["ChangeMessageVisibilityBatch"] != 1 || m.Calls["DeleteMessage"] != 4 {
+		t.Errorf("extensions %d, calls %v: want 1 extension (h3's 120 s), 1 call of each visibility action, 4 deletes answered", m.Extensions, m.Calls)
+	}
+	want := []string{"0.00 s a received #1", "120.00 s a received #2", "121.00 s b deleted with #2's handle", "122.00 s a deleted with #1's handle"}
+	if got := m.Repeated["m3"]; !slices.Equal(got, want) || len(m.Repeated) != 1 {
+		t.Errorf("repeated %q, want only m3: %q", m.Repeated, want)
 	}
 }

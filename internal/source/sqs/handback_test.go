@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,13 @@ import (
 // records the receipt handles and visibilities it was sent.
 type okBatch struct {
 	sqsAPI
+	mu   sync.Mutex
 	sent map[string]int32
 }
 
 func (f *okBatch) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	out := &sqs.ChangeMessageVisibilityBatchOutput{}
 	for _, e := range in.Entries {
 		f.sent[aws.ToString(e.ReceiptHandle)] = e.VisibilityTimeout

@@ -46,6 +46,14 @@ const (
 	// receiveSlack bounds a receive beyond its long poll (a slow answer).
 	receiveSlack  = 3 * time.Second
 	maxVisibility = 12 * time.Hour
+	// DefaultVisibility is a received message's visibility when Options
+	// leave it unset (--visibility-timeout's default). The message's work
+	// may take longer: its visibility is extended every third of it while
+	// the work runs (extendLoop). So it bounds only how long the messages
+	// of a consumer that died (SIGKILL, a lost node) stay hidden from the
+	// next leader; 2 min, the whole Spot notice, made a killed leader's
+	// nodes wait it out (issue 28 item 6).
+	DefaultVisibility = 30 * time.Second
 )
 
 // Receipt identifies a received message: plain data the controller keeps
@@ -119,7 +127,7 @@ func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source 
 		o.Receivers = 4
 	}
 	if o.Visibility <= 0 {
-		o.Visibility = 2 * time.Minute
+		o.Visibility = DefaultVisibility
 	}
 	if o.OnReceiveError == nil {
 		o.OnReceiveError = func(error) {}
@@ -253,21 +261,35 @@ func (s *Source) receive(ctx context.Context) ([]Message, error) {
 			msg.SentAt = time.UnixMilli(ms)
 		}
 		msg.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		if f, held := s.inFlight[msg.MessageID]; held {
+			// Received again while its work runs: a standard queue
+			// delivers at least once (two of moto's concurrent receives
+			// got the same message in issue 28's failover run, and both
+			// copies were worked on and deleted), or its visibility
+			// lapsed. The work is under way; only the newest receipt
+			// handle is sure to delete the message, so Ack and the
+			// extensions use it.
+			s.log.Debug("message received again while in flight", "messageID", msg.MessageID)
+			f.handle, f.hiddenUntil = msg.ReceiptHandle, hiddenUntil
+			s.inFlight[msg.MessageID] = f
+			continue
+		}
 		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now, hiddenUntil: hiddenUntil}
 		msgs = append(msgs, msg)
 	}
 	return msgs, nil
 }
 
-// Ack deletes a message whose work is done. In dry-run nothing is deleted
-// (the message only stops being extended).
+// Ack deletes a message whose work is done, with its newest receipt
+// handle. In dry-run nothing is deleted (the message only stops being
+// extended).
 func (s *Source) Ack(ctx context.Context, r Receipt) error {
-	s.forget(r)
+	handle := s.forget(r)
 	if s.o.DryRun {
 		s.log.Info("dry run: would delete message", "messageID", r.MessageID)
 		return nil
 	}
-	_, err := s.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle)})
+	_, err := s.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(handle)})
 	if err != nil {
 		return fmt.Errorf("deleting message %s: %w", r.MessageID, err)
 	}
@@ -277,12 +299,12 @@ func (s *Source) Ack(ctx context.Context, r Receipt) error {
 // Release stops keeping a message invisible; it is received again after
 // delay (0: at once; negative: when its current visibility ends).
 func (s *Source) Release(ctx context.Context, r Receipt, delay time.Duration) error {
-	s.forget(r)
+	handle := s.forget(r)
 	if delay < 0 {
 		return nil
 	}
 	_, err := s.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: int32(delay / time.Second),
+		QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(handle), VisibilityTimeout: int32(delay / time.Second),
 	})
 	if err != nil {
 		return fmt.Errorf("releasing message %s: %w", r.MessageID, err)
@@ -290,10 +312,17 @@ func (s *Source) Release(ctx context.Context, r Receipt, delay time.Duration) er
 	return nil
 }
 
-func (s *Source) forget(r Receipt) {
+// forget stops holding r's message and returns its newest receipt handle
+// (r's own if the source no longer holds it).
+func (s *Source) forget(r Receipt) string {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	handle := r.ReceiptHandle
+	if f, held := s.inFlight[r.MessageID]; held {
+		handle = f.handle
+	}
 	delete(s.inFlight, r.MessageID)
-	s.mu.Unlock()
+	return handle
 }
 
 // InFlight returns the number of messages being worked on.
