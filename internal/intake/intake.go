@@ -278,7 +278,7 @@ func (in *Intake) release(ctx context.Context, r sqs.Receipt, delay time.Duratio
 // message is a lottery each time it becomes visible: a doubling delay from
 // the first hand-back would make the owner pay for every receive its
 // neighbours won (8 s measured with two clusters), while a Spot notice
-// gives two minutes, as long as the default visibility timeout. SQS counts
+// gives two minutes (four default visibility timeouts). SQS counts
 // visibility in whole seconds, so 1 s is the shortest delay that lets every
 // consumer's long poll take part. A message no cluster claims settles at
 // one receive every handBackMax until its retention ends: a few cheap
