@@ -57,16 +57,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true})
 	srv := httptest.NewServer(standInAPI(b, 1))
 	defer srv.Close()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: stand-in, cluster: {server: %q}}]
-users: [{name: stand-in, user: {token: t}}]
-contexts: [{name: stand-in, context: {cluster: stand-in, user: stand-in}}]
-current-context: stand-in
-`, srv.URL)), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := standInKubeconfig(b, dir, srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), idle+5*time.Minute)
 	defer cancel()
 	for range b.N {

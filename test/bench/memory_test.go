@@ -174,16 +174,7 @@ func BenchmarkQueueModeMemoryStandIn(b *testing.B) {
 	}
 	srv := httptest.NewServer(standInAPI(b, nodes))
 	defer srv.Close()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: stand-in, cluster: {server: %q}}]
-users: [{name: stand-in, user: {token: t}}]
-contexts: [{name: stand-in, context: {cluster: stand-in, user: stand-in}}]
-current-context: stand-in
-`, srv.URL)), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := standInKubeconfig(b, dir, srv.URL)
 	for k, bin := range bins {
 		b.Run(fmt.Sprintf("%d-%s", k, filepath.Base(bin)), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
@@ -356,4 +347,21 @@ func gauge(b *testing.B, url, name string) float64 {
 	}
 	b.Fatalf("metric %s not found at %s", name, url)
 	return 0
+}
+
+// standInKubeconfig writes a kubeconfig for the stand-in API server at url
+// into dir and returns its path.
+func standInKubeconfig(b *testing.B, dir, url string) string {
+	b.Helper()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: stand-in, cluster: {server: %q}}]
+users: [{name: stand-in, user: {token: t}}]
+contexts: [{name: stand-in, context: {cluster: stand-in, user: stand-in}}]
+current-context: stand-in
+`, url)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return kubeconfig
 }
