@@ -45,15 +45,24 @@ func TestTwoReplicasOnOneHostDoNotBothLead(t *testing.T) {
 
 func TestIdentity(t *testing.T) {
 	for _, tc := range []struct {
-		name, podName, hostname, prefix string
+		name, podName, hostname string
+		// exact is the whole identity; else prefix, with a suffix of
+		// its own per call.
+		exact, prefix string
 	}{
-		{"in a pod", "lifeboat-7d9f-abcde", "lifeboat-7d9f-abcde", "lifeboat-7d9f-abcde_"},
-		{"pod name given, host name differs", "lifeboat-0", "ip-10-0-0-1", "lifeboat-0_"},
-		{"outside a pod", "", "node-1", "node-1_"},
-		{"no name at all", "", "", "lifeboat_"},
+		{name: "in a pod", podName: "lifeboat-7d9f-abcde", hostname: "lifeboat-7d9f-abcde", exact: "lifeboat-7d9f-abcde"},
+		{name: "pod name given, host name differs", podName: "lifeboat-0", hostname: "ip-10-0-0-1", exact: "lifeboat-0"},
+		{name: "outside a pod", hostname: "node-1", prefix: "node-1_"},
+		{name: "no name at all", prefix: "lifeboat_"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := Identity(tc.podName, tc.hostname), Identity(tc.podName, tc.hostname)
+			if tc.exact != "" {
+				if a != tc.exact || b != tc.exact {
+					t.Errorf("Identity(%q, %q) = %q, %q; want the pod's name %q", tc.podName, tc.hostname, a, b, tc.exact)
+				}
+				return
+			}
 			if !strings.HasPrefix(a, tc.prefix) || len(a) <= len(tc.prefix) {
 				t.Errorf("Identity(%q, %q) = %q, want %q and a suffix of its own", tc.podName, tc.hostname, a, tc.prefix)
 			}
