@@ -73,9 +73,17 @@ type WorkloadSpec struct {
 
 // WorkloadPod returns the pod of a workload: bound to its node, the image
 // never pulled, no service-account token, its record directory mounted.
+// It records under s.Name whatever its pod is called: a DaemonSet or
+// ReplicaSet made from its spec records each of its pods, a stopped one's
+// successor too, in that one record.
 func WorkloadPod(s WorkloadSpec) *corev1.Pod {
 	t := workloadTemplate(s)
 	t.Spec.NodeName = s.Node
+	for i, e := range t.Spec.Containers[0].Env {
+		if e.Name == "POD_NAME" {
+			t.Spec.Containers[0].Env[i] = corev1.EnvVar{Name: "POD_NAME", Value: s.Name}
+		}
+	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: t.Labels}, Spec: t.Spec}
 }
 
