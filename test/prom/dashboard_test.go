@@ -61,7 +61,7 @@ var panelsNotExercised = map[string]string{
 	"Lifecycle heartbeats, completions and lost actions/C": "--wait-for-load-balancers is off in this run (it needs ELBv2 target groups, which this scenario has none of); " +
 		"test/e2e TestLoadBalancersBeforeContinue counts lifeboat_load_balancer_waits_total by result",
 	"Actions by result/D": "--replacement-first is off by default, and this run keeps the defaults; " +
-		"the series exist from the start (internal/metrics TestSeriesStartAtZero) and test/replace drives the replacer itself, not through the binary's counter",
+		"the series exist from the start (internal/metrics TestSeriesStartAtZero); test/realnode TestZeroFailedRequests reads lifeboat_replacements_total{result=\"ready\"} from the binary (1 with the flag, 0 without)",
 }
 
 // panelQuery is one query of the dashboard.

@@ -168,6 +168,12 @@ func zeroFailedRequests(t *testing.T, scaleIn, first bool) {
 	if sum.ok(newName) == 0 {
 		t.Errorf("the replacement %s served no request", newName)
 	}
+	// The metric, read from the running binary: one replacement Ready with
+	// the flag, none counted without it.
+	wantReady := map[bool]float64{false: 0, true: 1}[first]
+	if n := w.Metric("lifeboat_replacements_total", map[string]string{"result": "ready"}); n != wantReady {
+		t.Errorf(`lifeboat_replacements_total{result="ready"} = %v, want %v`, n, wantReady)
+	}
 	if !first {
 		if sum.failed == 0 {
 			t.Errorf("no request failed without replacement first: the harm is not shown")
