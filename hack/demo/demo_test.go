@@ -138,7 +138,11 @@ func TestDemo(t *testing.T) {
 			out2 = f.At
 		}
 	}
-	if ready := firstAt(warm, stepNodeReady); out2.IsZero() || out2.Before(ready) {
+	// Two observers: lifeboat completes on its own watch's Ready, the
+	// timeline notes Ready from the demo's watch, which may see it a
+	// moment later (ci16: the completion 0.25 ms "before" Ready). A
+	// completion before the node booted would be seconds early (BootDelay).
+	if ready := firstAt(warm, stepNodeReady); out2.IsZero() || out2.Before(ready.Add(-100*time.Millisecond)) {
 		t.Errorf("warm pool: leaving the pool completed at %v, node Ready at %v", out2, ready)
 	}
 }
