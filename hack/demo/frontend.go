@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -33,35 +32,20 @@ var frontendLabels = map[string]string{"app": frontend}
 // createFrontend creates the frontend Deployment and waits until its pod
 // runs on node and its workload has recorded that it is ready.
 func (d *demo) createFrontend(ctx context.Context, node string) error {
-	pod := testenv.WorkloadPod(testenv.WorkloadSpec{Namespace: nsShop, Name: frontend, RecordDir: d.recordDir(),
-		PreStop: 2 * time.Second, Shutdown: 2 * time.Second, Grace: 30 * time.Second, Labels: frontendLabels})
-	spec := pod.Spec
 	// Each pod records under its own name (the Deployment names them).
-	for i, e := range spec.Containers[0].Env {
-		if e.Name == "POD_NAME" {
-			spec.Containers[0].Env[i] = corev1.EnvVar{Name: "POD_NAME",
-				ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
-		}
-	}
-	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+	dep := testenv.WorkloadDeployment(testenv.WorkloadSpec{Namespace: nsShop, Name: frontend, RecordDir: d.recordDir(),
+		PreStop: 2 * time.Second, Shutdown: 2 * time.Second, Grace: 30 * time.Second, Labels: frontendLabels}, 1)
+	dep.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: groupLabel, Operator: corev1.NodeSelectorOpIn,
 				Values: []string{groupSpot, groupOnDemand}}},
 		}}},
 	}}
+	// A new pod first, the old one removed once it is Ready: what
+	// replacement first needs (maxUnavailable 0).
 	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsShop, Name: frontend},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: frontendLabels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: spec},
-			// A new pod first, the old one removed once it is Ready: what
-			// replacement first needs (maxUnavailable 0).
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}},
-		},
-	}
+	dep.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &zero, MaxSurge: &one}}
 	if _, err := d.env.Client.AppsV1().Deployments(nsShop).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating Deployment %s/%s: %w", nsShop, frontend, err)
 	}
