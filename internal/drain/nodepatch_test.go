@@ -292,3 +292,45 @@ func TestUncordonIfDecidesOnTheServersNode(t *testing.T) {
 		t.Errorf("node still cordoned: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
 }
+
+// Another controller writes the node right after lifeboat's cordon (the
+// node lifecycle controller's unschedulable taint) and the cache shows
+// that newer version: the next read-modify-write (the drained record)
+// starts from the cache, not from the node lifeboat's cordon returned, so
+// it is not refused (a 1,000-node
+// burst had ~420 such refusals, each a 409 and a GET).
+func TestWriteStartsFromTheCacheOnceItIsNewerThanOwnWrite(t *testing.T) {
+	s, client := newNodeServer(t, futureNode)
+	var cached *corev1.Node
+	d := drain.New(client, clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		drain.Options{NodeCache: func(string) (*corev1.Node, bool) {
+			if cached == nil {
+				return s.node(), true
+			}
+			return cached, true
+		}})
+	ctx := context.Background()
+	if _, err := d.Cordon(ctx, "n", []string{"lifeboat.io/spot-interruption"}, "spot-interruption", nil); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock() // another controller's taint lands after the cordon
+	spec := s.raw["spec"].(map[string]any)
+	spec["taints"] = append(spec["taints"].([]any), map[string]any{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+	s.rv += 5 // resourceVersions grow, not necessarily by one
+	s.raw["metadata"].(map[string]any)["resourceVersion"] = strconv.Itoa(s.rv)
+	s.mu.Unlock()
+	cached = s.node() // the cache has seen it
+	before, writesBefore := s.reqs, len(s.writes)
+	if err := d.UpdateAnnotations(ctx, "n", func(map[string]string) map[string]string {
+		return map[string]string{"lifeboat.io/drained": "recorded"}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.reqs - before; got != 1 {
+		t.Errorf("%d requests for the write after another writer's, want 1 (writes %v)", got, s.writes[writesBefore:])
+	}
+	n := s.node()
+	if len(n.Spec.Taints) != 2 || n.Annotations["lifeboat.io/drained"] == "" {
+		t.Errorf("taints %v, annotations %v; want both taints and the record", n.Spec.Taints, n.Annotations)
+	}
+}
