@@ -180,8 +180,8 @@ func (a *app) skipOwn(p *corev1.Pod) bool {
 // deps are the controller's collaborators on the nodes of index.
 func (a *app) deps(index *nodes.Index, drainer *drain.Drainer) controller.Deps {
 	d := controller.Deps{Nodes: index, Drainer: drainer, Recorder: a.recorder, Metrics: a.metrics, Clock: a.clock, Log: a.log,
-		Forecast: drain.ForecastSource{Client: a.kube.forecast, Skip: a.skipOwn, PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod,
-			DeleteBlocked: a.cfg.DeleteBlockedPods}}
+		Forecast: &drain.ForecastSource{Client: a.kube.forecast, Skip: a.skipOwn, PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod,
+			DeleteBlocked: a.cfg.DeleteBlockedPods, Clock: a.clock}}
 	if a.notifier != nil {
 		d.Notifier = a.notifier
 	}

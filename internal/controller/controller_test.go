@@ -31,6 +31,9 @@ type fakeDrainer struct {
 	drains  map[string]int
 	release chan struct{}
 	pods    []string // the pods a drain reports evicted
+	// listed are the pods a drain reports it listed (drain.Progress.Pods);
+	// nil: a drain reports none, and the forecast lists them.
+	listed []corev1.Pod
 	// deadlines are the deadlines the drains were given, in order.
 	deadlines []time.Time
 	// enforced says, for each drain, whether AWS enforces its deadline.
@@ -57,12 +60,15 @@ func (f *fakeDrainer) Uncordon(context.Context, string, string, []string) (bool,
 	return true, nil
 }
 
-func (f *fakeDrainer) Drain(ctx context.Context, node string, deadline drain.Deadline, _ func(drain.Progress)) (drain.Result, error) {
+func (f *fakeDrainer) Drain(ctx context.Context, node string, deadline drain.Deadline, progress func(drain.Progress)) (drain.Result, error) {
 	f.mu.Lock()
 	f.drains[node]++
 	f.deadlines = append(f.deadlines, deadline.At)
 	f.enforced = append(f.enforced, deadline.Enforced)
 	f.mu.Unlock()
+	if progress != nil { // as the drain does once it has listed: the forecast starts
+		progress(drain.Progress{Total: 1, Pods: f.listed})
+	}
 	select {
 	case <-f.release:
 	case <-ctx.Done():

@@ -48,6 +48,7 @@ func (c *Controller) drain(ctx context.Context, w *nodeWork, p plan.Plan) error 
 		if d > 0 {
 			c.Metrics.Evictions.WithLabelValues("blocked").Add(float64(d))
 		}
+		forecasting.drainListed(pr.Pods)
 		draining(pr.Total)
 	}
 	go func() {

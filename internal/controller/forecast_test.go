@@ -62,6 +62,7 @@ type pdbSource struct {
 	allowed     int32
 	replacement bool
 	calls       int
+	budgetCalls int // of calls, those of Budgets
 	// podGrace and nodeGrace are the drain's --pod-grace-period and
 	// --node-grace-period (DrainGrace).
 	podGrace, nodeGrace time.Duration
@@ -76,6 +77,22 @@ func (s *pdbSource) ForecastInputs(context.Context, string) ([]corev1.Pod, []pol
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	return s.inputs()
+}
+
+// Budgets counts as a call too (the first forecast of a drain that hands
+// over its list reads only the budgets).
+func (s *pdbSource) Budgets(context.Context) ([]policyv1.PodDisruptionBudget, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	s.budgetCalls++
+	_, pdbs, err := s.inputs()
+	return pdbs, err
+}
+
+// inputs is the pod and its budget; called with mu held.
+func (s *pdbSource) inputs() ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
 	pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db-0", Labels: map[string]string{"app": "db"}},
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "db"}}},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
@@ -145,6 +162,38 @@ func TestForecastMissReportedOnce(t *testing.T) {
 	if len(misses) != 1 || len(misses[0].Pods) != 1 || misses[0].Pods[0] != "shop/db-0" {
 		t.Errorf("forecast-miss notifications = %+v, want one naming shop/db-0", misses)
 	}
+}
+
+// Issue 28: a drain's first forecast starts from the pods the drain
+// listed (drain.Progress.Pods) and reads only the budgets: in a Spot
+// reclaim of a thousand nodes every drain's forecast listed its node's
+// pods a second time. Refreshes list them again.
+func TestFirstForecastUsesTheDrainsList(t *testing.T) {
+	now := time.Now()
+	clk := clocktesting.NewFakeClock(now)
+	rec, src := &refRecorder{}, &pdbSource{allowed: 0}
+	listed := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "from-drain", Labels: map[string]string{"app": "db"}},
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "db"}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	d := &fakeDrainer{cordons: map[string]int{}, drains: map[string]int{}, release: make(chan struct{}), listed: []corev1.Pod{listed}}
+	c := run(t, fake.NewClientset(node("node-a", instA)), nodes.Options{},
+		Deps{Drainer: d, Recorder: rec, Forecast: src, Metrics: metrics.New(), Clock: clk},
+		Options{Policy: plan.Policy{DrainKinds: []event.Kind{event.SpotInterruption}}})
+	spot := event.Event{ID: "spot-1", Kind: event.SpotInterruption, InstanceID: instA, Deadline: now.Add(2 * time.Minute)}
+	c.Submit("node-a", instA, time.Time{}, []event.Event{spot}, 1)
+
+	waitFor(t, "the miss on the drain's pod", func() bool { return rec.count("Pod shop/from-drain DrainForecastMiss") == 1 })
+	src.mu.Lock()
+	calls, budgets := src.calls, src.budgetCalls
+	src.mu.Unlock()
+	if calls != 1 || budgets != 1 {
+		t.Errorf("the first forecast read the source %d times, %d of them Budgets; want once, the budgets only", calls, budgets)
+	}
+	if got := rec.count("Pod shop/db-0 DrainForecastMiss"); got != 0 {
+		t.Errorf("the first forecast listed the pods itself (%d Events on the source's pod)", got)
+	}
+	close(d.release)
+	settled(t, c)
 }
 
 // Issue 22, defect 10: the forecast works with the grace the drain gives

@@ -134,6 +134,10 @@ type Progress struct {
 	Total, Gone int
 	// Blocked counts evictions refused by a PodDisruptionBudget so far.
 	Blocked int
+	// Pods are the pods the drain listed to evict, as listed: the same
+	// slice in every report, to be read, never changed. The drain forecast
+	// starts from them instead of listing the node's pods again.
+	Pods []corev1.Pod
 }
 
 // drainPods is Drain without the node actions around it; dl.At is
@@ -154,7 +158,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, dl Deadline, progr
 		return res, nil
 	}
 	d.notice(ctx, node, pods, dl) // before the first eviction
-	p := Progress{Total: len(pods)}
+	p := Progress{Total: len(pods), Pods: pods}
 	var mu sync.Mutex
 	report := func(f func(*Progress)) {
 		mu.Lock()

@@ -170,6 +170,12 @@ func TestDrainEvictsAndWaits(t *testing.T) {
 	if first.Total != 2 || first.Gone != 0 {
 		t.Errorf("first progress = %+v, want 0/2 gone", first)
 	}
+	// Every report carries the pods the drain listed to evict (the drain
+	// forecast starts from them): the two, not the DaemonSet's nor
+	// lifeboat's own.
+	if len(first.Pods) != 2 || len(last.Pods) != 2 {
+		t.Errorf("progress pods: first %d, last %d; want the 2 listed to evict", len(first.Pods), len(last.Pods))
+	}
 	if last.Total != 2 || last.Gone != 2 {
 		t.Errorf("last progress = %+v, want 2/2 gone", last)
 	}

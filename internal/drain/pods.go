@@ -3,12 +3,14 @@ package drain
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/kube"
 )
@@ -22,10 +24,21 @@ func Order(pods []corev1.Pod) [][]corev1.Pod { return priorityGroups(pods) }
 // PodDisruptionBudgets.
 type ForecastClient = kube.Client
 
+// budgetsMaxAge is how long a list of the cluster's PodDisruptionBudgets
+// serves the forecasts that ask for one: a thousand drains forecast in the
+// same seconds of a Spot reclaim share a list every two seconds instead of
+// each listing every budget of the cluster. A forecast is already a
+// snapshot refreshed every second or more; budgets older by two seconds
+// change it as little. Not an informer: the DaemonSet would then hold a
+// watch of every budget on every node for a forecast it makes once in a
+// node's life.
+const budgetsMaxAge = 2 * time.Second
+
 // ForecastSource reads what the drain forecast needs about a node: the
 // pods a drain would evict (the same list and filter as Drain) and the
 // cluster's PodDisruptionBudgets. Give it a client with a rate limiter of
-// its own: a forecast must never delay an eviction.
+// its own: a forecast must never delay an eviction. Use it by pointer: it
+// shares one budget list among the forecasts of budgetsMaxAge.
 type ForecastSource struct {
 	Client ForecastClient
 	// Skip reports pods the drain never evicts (Options.Skip); nil: none.
@@ -35,17 +48,22 @@ type ForecastSource struct {
 	PodGrace, NodeGrace time.Duration
 	// DeleteBlocked is the drain's Options.DeleteBlocked.
 	DeleteBlocked bool
+	// Clock times the shared budget list; nil: the wall clock.
+	Clock clock.PassiveClock
+
+	mu       sync.Mutex // held while listing: callers meanwhile wait and share the list
+	budgets  []policyv1.PodDisruptionBudget
+	listedAt time.Time
 }
 
 // DrainGrace returns the drain's PodGrace and NodeGrace.
-func (s ForecastSource) DrainGrace() (pod, node time.Duration) { return s.PodGrace, s.NodeGrace }
+func (s *ForecastSource) DrainGrace() (pod, node time.Duration) { return s.PodGrace, s.NodeGrace }
 
 // DeletesBlocked returns the drain's Options.DeleteBlocked.
-func (s ForecastSource) DeletesBlocked() bool { return s.DeleteBlocked }
+func (s *ForecastSource) DeletesBlocked() bool { return s.DeleteBlocked }
 
-// ForecastInputs lists the node's pods to evict and every budget (one
-// cluster-wide list: the pods may be in any namespace).
-func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
+// ForecastInputs lists the node's pods to evict and returns Budgets.
+func (s *ForecastSource) ForecastInputs(ctx context.Context, node string) ([]corev1.Pod, []policyv1.PodDisruptionBudget, error) {
 	skip := s.Skip
 	if skip == nil {
 		skip = func(*corev1.Pod) bool { return false }
@@ -54,11 +72,32 @@ func (s ForecastSource) ForecastInputs(ctx context.Context, node string) ([]core
 	if err != nil {
 		return nil, nil, err
 	}
+	pdbs, err := s.Budgets(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pods, pdbs, nil
+}
+
+// Budgets returns every PodDisruptionBudget of the cluster (one
+// cluster-wide list: the pods may be in any namespace), from a list at
+// most budgetsMaxAge old. The slice is shared: read it, never change it.
+func (s *ForecastSource) Budgets(ctx context.Context) ([]policyv1.PodDisruptionBudget, error) {
+	clk := s.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.listedAt.IsZero() && clk.Since(s.listedAt) < budgetsMaxAge {
+		return s.budgets, nil
+	}
 	list, err := s.Client.PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
-	return pods, list.Items, nil
+	s.budgets, s.listedAt = list.Items, clk.Now()
+	return s.budgets, nil
 }
 
 // Evictable reports whether a drain removes the pod: not a mirror pod, not

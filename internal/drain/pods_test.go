@@ -5,12 +5,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"lifeboat.dev/lifeboat/internal/kube/clientset"
 )
@@ -77,5 +80,47 @@ func TestNodePods(t *testing.T) {
 				t.Errorf("NodePods = %s, want %d pods", strings.Join(names, ", "), tc.wantPods)
 			}
 		})
+	}
+}
+
+// The forecasts of a burst share one list of the cluster's budgets while
+// it is younger than budgetsMaxAge; an older one is listed again, and a
+// failed list is not kept.
+func TestBudgetsListedOncePerMaxAge(t *testing.T) {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}
+	cs := fake.NewClientset(pdb)
+	lists := 0
+	var fail error
+	cs.PrependReactor("list", "poddisruptionbudgets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		return fail != nil, nil, fail
+	})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	src := &ForecastSource{Client: clientset.New(cs), Clock: clk}
+	ctx := context.Background()
+	for _, step := range []struct {
+		advance   time.Duration
+		fail      error
+		wantLists int
+		wantErr   bool
+	}{
+		{wantLists: 1},
+		{advance: budgetsMaxAge - time.Millisecond, wantLists: 1},
+		{advance: time.Millisecond, wantLists: 2},
+		{advance: budgetsMaxAge, fail: errors.New("connection refused"), wantLists: 3, wantErr: true},
+		{wantLists: 4},
+	} {
+		clk.Step(step.advance)
+		fail = step.fail
+		got, err := src.Budgets(ctx)
+		if (err != nil) != step.wantErr {
+			t.Fatalf("after %d lists: error %v, want error %v", lists, err, step.wantErr)
+		}
+		if !step.wantErr && (len(got) != 1 || got[0].Name != "db") {
+			t.Errorf("budgets %v, want shop/db", got)
+		}
+		if lists != step.wantLists {
+			t.Errorf("%d lists, want %d", lists, step.wantLists)
+		}
 	}
 }
