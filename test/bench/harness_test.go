@@ -106,14 +106,35 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", pport)
 		procEnv = append(procEnv, "LIFEBOAT_PPROF_ADDR="+pprofAddr)
 	}
-	base := fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer)
+	baseName := fmt.Sprintf("interruption-burst-%s-n%d-m%d", kind, n, podsPer)
 	if failover != "" {
-		base += "-failover-" + failover
+		baseName += "-failover-" + failover
+	}
+	// LIFEBOAT_BENCH_BINARIES (comma-separated paths, e.g. a build of an
+	// earlier commit beside this one's) runs each binary in turn on a fresh
+	// fleet in this one run, after one floor: before and after measured in
+	// the same minutes. Each report's name ends with its binary's file name.
+	bins := []string{bin}
+	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
+		if profileSeconds > 0 {
+			b.Fatal("LIFEBOAT_BENCH_BINARIES and LIFEBOAT_BENCH_PROFILE: give a -tags pprof build in the list instead")
+		}
+		bins = strings.Split(v, ",")
+		for _, p := range bins {
+			if _, err := os.Stat(p); err != nil {
+				b.Fatalf("LIFEBOAT_BENCH_BINARIES: %v", err)
+			}
+		}
 	}
 	ns := env.Namespace(b)
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < b.N*len(bins); i++ {
+		bin, base := bins[i%len(bins)], baseName
+		if len(bins) > 1 {
+			base += "-" + filepath.Base(bin)
+			b.Logf("run %d: %s", i, bin)
+		}
 		var floor *Floor
-		if withFloor {
+		if withFloor && i%len(bins) == 0 {
 			floor = runFloor(ctx, b, env, i, n, podsPer)
 			b.Logf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s",
 				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone)
@@ -402,6 +423,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			b.ReportMetric(res.AllCompleted, "all_completed_s")
 		}
 		b.ReportMetric(writes, "lifeboat_writes")
+		b.ReportMetric(res.RequestsPerNode, "lifeboat_requests_per_node")
 		b.ReportMetric(res.PeakRSSMiB, "peak_rss_MiB")
 		if res.AllReceived > 0 {
 			b.ReportMetric(res.AllReceived, "all_received_s")

@@ -69,6 +69,9 @@ type Result struct {
 	// LifeboatRequests is lifeboat's own lifeboat_kube_requests_total by
 	// verb over the burst (events excluded, watches included as GET).
 	LifeboatRequests map[string]float64 `json:"lifeboat_requests_by_verb"`
+	// RequestsPerNode is the sum of LifeboatRequests over the nodes
+	// drained (0: none drained).
+	RequestsPerNode float64 `json:"lifeboat_requests_per_drained_node"`
 	// PeakRSSMiB is lifeboat's VmHWM at the end of the burst.
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	// AllReceived is first message sent -> lifeboat had received every
@@ -103,6 +106,14 @@ func (r *Result) Summarize() {
 	r.ToCordoned = percentiles(cord)
 	r.ToDrained = percentiles(drain)
 	r.ToCompleted = percentiles(done)
+	r.RequestsPerNode = 0
+	if len(drain) > 0 {
+		var sum float64
+		for _, v := range r.LifeboatRequests {
+			sum += v
+		}
+		r.RequestsPerNode = sum / float64(len(drain))
+	}
 	r.compare()
 }
 
@@ -188,6 +199,7 @@ func (r *Result) Table() string {
 		sumLB += r.LifeboatRequests[v]
 	}
 	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
+	fmt.Fprintf(&b, "lifeboat requests per drained node: %.2f\n", r.RequestsPerNode)
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
 	b.WriteString(r.floorTable())
 	b.WriteString(r.failoverTable())

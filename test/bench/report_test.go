@@ -45,6 +45,7 @@ func TestReport(t *testing.T) {
 			"message -> drained                2.000    4.000    4.000    4.000",
 			"PUT                     5          3",
 			"total                   9          3",
+			"lifeboat requests per drained node: 1.00",
 			"peak RSS (VmHWM): 64.5 MiB",
 		},
 	}, {
@@ -60,7 +61,7 @@ func TestReport(t *testing.T) {
 		paths: map[string]string{
 			"nodes-drained": "M60.0 370.0 H316.0 V205.0 H700.0",
 		},
-		table: []string{"2/2 cordoned (last at 0.30 s), 1/2 drained (last at 0.40 s)"},
+		table: []string{"2/2 cordoned (last at 0.30 s), 1/2 drained (last at 0.40 s)", "lifeboat requests per drained node: 0.00"},
 	}, {
 		name: "scale-in: lifecycle actions completed",
 		res: Result{Kind: "scale-in", Lifecycle: true, Nodes: 2, PodsPerNode: 1,
