@@ -82,7 +82,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	if outDir == "" {
 		outDir = filepath.Join(testenv.RepoRoot(), "out", "bench")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// go test's -timeout bounds the run: 5,000 nodes, or several binaries,
+	// take far longer to set up than 1,000.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	withFloor := os.Getenv("LIFEBOAT_BENCH_FLOOR") != "0"
 	profileSeconds := envInt(b, "LIFEBOAT_BENCH_PROFILE", 0)
