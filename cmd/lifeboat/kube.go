@@ -61,6 +61,13 @@ type kubeClients struct {
 	// of an eviction (in a burst, forecasts come late instead). Reads
 	// only; counted.
 	forecast *kube.REST
+	// watches opens the pod watch each drain waits on, with a rate limiter
+	// of its own: in a burst a thousand drains' watches would otherwise
+	// take a thousand of main's tokens, five seconds of evictions at the
+	// default limit. A watch is one long-running request, which API
+	// priority and fairness counts only while it starts. Reads only;
+	// counted.
+	watches *kube.REST
 }
 
 // newKubeClients makes the clients; fence wraps the transports of those
@@ -102,11 +109,21 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	if c.forecast, err = kube.NewREST(fc); err != nil {
 		return c, err
 	}
+	wc := rest.CopyConfig(rc)
+	wc.QPS, wc.Burst = watchLaneQPS, watchLaneBurst
+	wc.Wrap(m.CountKubeRequests)
+	if c.watches, err = kube.NewREST(wc); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
-// The node-write lane's rate limit (kubeClients.nodes).
+// The node-write lane's rate limit (kubeClients.nodes) and the drains'
+// pod-watch lane's (kubeClients.watches): about one request per drained
+// node each.
 const (
-	nodeLaneQPS   = 500
-	nodeLaneBurst = 1000
+	nodeLaneQPS    = 500
+	nodeLaneBurst  = 1000
+	watchLaneQPS   = 500
+	watchLaneBurst = 1000
 )

@@ -64,6 +64,12 @@ type Options struct {
 	// that a cordon never waits behind other nodes' evictions. nil: the
 	// client evictions use.
 	NodeClient Client
+	// WatchClient, if set, opens the pod watch a drain waits on for its
+	// evicted pods to go: a client with a rate limiter of its own, so that
+	// a thousand drains' watches do not take a thousand of the evictions'
+	// tokens (API priority and fairness counts a watch only while it
+	// starts). nil: the client evictions use.
+	WatchClient Client
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of the grace
 	// period it got (Actions.PodGrace when set, else its own; counted from
@@ -84,6 +90,7 @@ type Options struct {
 type Drainer struct {
 	client  Client // pods and evictions
 	nodes   Client // node reads and writes
+	watches Client // the wait's pod watch
 	clock   clock.WithTicker
 	log     *slog.Logger
 	backoff time.Duration
@@ -121,7 +128,10 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	if o.NodeClient == nil {
 		o.NodeClient = client
 	}
-	d := &Drainer{client: client, nodes: o.NodeClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
+	if o.WatchClient == nil {
+		o.WatchClient = client
+	}
+	d := &Drainer{client: client, nodes: o.NodeClient, watches: o.WatchClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
 		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition, replacer: o.Replacer}

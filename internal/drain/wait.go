@@ -159,7 +159,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				rv = list.ResourceVersion
 			}
 			var err error
-			w, err = d.client.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+			w, err = d.watches.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
 				FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
 			})
 			rv = "" // after this watch, list again
