@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,31 +239,14 @@ func measureIdle(ctx context.Context, b *testing.B, env *testenv.Env, server, et
 	return w
 }
 
-// threadsCPU is the CPU time of every thread of a process so far (the
-// first field of each thread's schedstat).
+// threadsCPU is testenv.ProcessCPU, fatal on error.
 func threadsCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		b.Fatalf("no threads of process %d: %v", pid, err)
+	d, err := testenv.ProcessCPU(pid)
+	if err != nil {
+		b.Fatal(err)
 	}
-	var sum time.Duration
-	for _, f := range tasks {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue // a thread that ended meanwhile
-		}
-		fields := strings.Fields(string(data))
-		if len(fields) == 0 {
-			continue
-		}
-		ns, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			b.Fatalf("%s: %v", f, err)
-		}
-		sum += time.Duration(ns)
-	}
-	return sum
+	return d
 }
 
 // fleetReport prints the three windows and lifeboat's share of each.

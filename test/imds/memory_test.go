@@ -93,12 +93,12 @@ func benchIMDSMemory(b *testing.B, bin string, env []string, idle time.Duration)
 	}
 	toPoll := firstPoll.Sub(w.started)
 	pid := w.lb.Process().Pid()
-	cpu0, err := procCPU(pid)
+	cpu0, err := testenv.ProcessCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(idle)
-	cpu1, err := procCPU(pid)
+	cpu1, err := testenv.ProcessCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,30 +161,3 @@ func procStatus(pid int) (map[string]int64, error) {
 	return out, sc.Err()
 }
 
-// procCPU is the CPU time of every thread of process pid so far, in
-// nanoseconds (the first field of each thread's schedstat): the
-// process_cpu_seconds_total metric counts 10 ms ticks, too coarse for an
-// idle process's tenth of a second.
-func procCPU(pid int) (time.Duration, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
-	if err != nil || len(tasks) == 0 {
-		return 0, fmt.Errorf("no threads of process %d: %v", pid, err)
-	}
-	var sum time.Duration
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("%s: empty", t)
-		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t, err)
-		}
-		sum += time.Duration(ns)
-	}
-	return sum, nil
-}

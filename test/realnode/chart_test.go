@@ -105,7 +105,7 @@ func TestChartDaemonSetUpgradeOnRealNode(t *testing.T) {
 
 // renderChart renders the packaged chart as `helm template` would, in
 // install order (testenv.RenderChart).
-func renderChart(t *testing.T, release, namespace string, values map[string]any) []*unstructured.Unstructured {
+func renderChart(t testing.TB, release, namespace string, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
 	r, err := testenv.RenderChart(release, namespace, values)
 	if err != nil {
@@ -117,7 +117,7 @@ func renderChart(t *testing.T, release, namespace string, values map[string]any)
 // applyObjects applies objects with server-side apply, as `helm upgrade
 // --install` would; cluster-scoped ones are deleted in t's cleanup (the
 // namespace takes the rest).
-func applyObjects(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured) {
+func applyObjects(ctx context.Context, t testing.TB, objs []*unstructured.Unstructured) {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(suite.Kube.Config)
 	if err != nil {
@@ -150,7 +150,7 @@ func applyObjects(ctx context.Context, t *testing.T, objs []*unstructured.Unstru
 // waitDaemonSetPod waits until the namespace's only lifeboat pod runs the
 // image tag, Running and Ready, with no other pod left (gone is the old
 // pod's name) and none Pending; it returns that pod.
-func waitDaemonSetPod(ctx context.Context, t *testing.T, ns, tag, gone string) corev1.Pod {
+func waitDaemonSetPod(ctx context.Context, t testing.TB, ns, tag, gone string) corev1.Pod {
 	t.Helper()
 	var found corev1.Pod
 	var last []string
@@ -174,11 +174,13 @@ func waitDaemonSetPod(ctx context.Context, t *testing.T, ns, tag, gone string) c
 	return found
 }
 
-type usage struct{ workingSet, nanoCores uint64 }
+// usage is a container's memory working set, its CPU rate (cAdvisor's
+// last housekeeping interval) and its CPU time since it started.
+type usage struct{ workingSet, nanoCores, coreNanoSeconds uint64 }
 
 // kubeletUsage reads a pod's memory working set and CPU from the kubelet's
 // /stats/summary (what metrics-server, and so `kubectl top`, reads).
-func kubeletUsage(ctx context.Context, t *testing.T, node *testenv.RealNode, ns, pod string) usage {
+func kubeletUsage(ctx context.Context, t testing.TB, node *testenv.RealNode, ns, pod string) usage {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the kubelet's self-signed certificate on loopback
 	var u usage
@@ -195,7 +197,8 @@ func kubeletUsage(ctx context.Context, t *testing.T, node *testenv.RealNode, ns,
 				Containers []struct {
 					Name string `json:"name"`
 					CPU  struct {
-						UsageNanoCores *uint64 `json:"usageNanoCores"`
+						UsageNanoCores       *uint64 `json:"usageNanoCores"`
+						UsageCoreNanoSeconds *uint64 `json:"usageCoreNanoSeconds"`
 					} `json:"cpu"`
 					Memory struct {
 						WorkingSetBytes *uint64 `json:"workingSetBytes"`
@@ -215,6 +218,9 @@ func kubeletUsage(ctx context.Context, t *testing.T, node *testenv.RealNode, ns,
 				// housekeeping of the container, CPU with its second.
 				if c.CPU.UsageNanoCores != nil && c.Memory.WorkingSetBytes != nil && *c.Memory.WorkingSetBytes > 0 {
 					u = usage{workingSet: *c.Memory.WorkingSetBytes, nanoCores: *c.CPU.UsageNanoCores}
+					if c.CPU.UsageCoreNanoSeconds != nil {
+						u.coreNanoSeconds = *c.CPU.UsageCoreNanoSeconds
+					}
 					return true
 				}
 			}

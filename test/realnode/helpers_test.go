@@ -79,7 +79,7 @@ func assertShutdown(t *testing.T, rec testenv.WorkloadRecord, s testenv.Workload
 
 // eventually polls cond every 100 ms until it holds; it fails the test
 // after d.
-func eventually(ctx context.Context, t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(ctx context.Context, t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

@@ -1,0 +1,124 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// BenchmarkDaemonSetIdleOnRealNode measures the chart's IMDS-mode
+// DaemonSet at its defaults (the IMDS-only build, its Go settings, its
+// poll interval) idle on a real node for LIFEBOAT_BENCH_IDLE (default
+// 10m), from 30 s after the pod is Ready: its CPU as the kubelet reports it
+// (the container's usageCoreNanoSeconds in /stats/summary, what
+// metrics-server and `kubectl top` read) beside the process's own (every
+// thread's schedstat, read on the host), both as seconds an hour, and the
+// kubelet's working set. Only the settings the testbed needs are given:
+// the metadata mock (quiet, IMDSv2 only) and the API server's address.
+//
+//	LIFEBOAT_BENCH_IDLE=10m flock /tmp/lifeboat-testbed.lock go test -count=1 -timeout 30m -run '^$' -bench DaemonSetIdleOnRealNode -benchtime 1x ./test/realnode/
+func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
+	idle := 10 * time.Minute
+	if v := os.Getenv("LIFEBOAT_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("LIFEBOAT_BENCH_IDLE: %v", err)
+		}
+		idle = d
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), idle+5*time.Minute)
+	defer cancel()
+	dir := b.TempDir()
+	image, err := testenv.BuildLifeboatImage(dir, "idle")
+	if err != nil {
+		b.Fatal(err)
+	}
+	node := testenv.StartRealNode(b, suite.Kube, testenv.RealNodeOptions{Images: suite.Images,
+		Labels: map[string]string{"realnode.lifeboat.io/idle": "yes"}})
+	if err := node.ImportImage(ctx, image); err != nil {
+		b.Fatal(err)
+	}
+	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true, InstanceID: node.InstanceID, LocalHostname: node.Name})
+	ns := suite.Kube.Namespace(b)
+	api, err := url.Parse(suite.Kube.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	applyObjects(ctx, b, renderChart(b, "lifeboat", ns, map[string]any{
+		"mode":                  "imds",
+		"image":                 map[string]any{"repository": testenv.LifeboatImageRepository, "tag": "idle", "pullPolicy": "Never"},
+		"useHostNetwork":        true,
+		"instanceMetadataURL":   mock.URL,
+		"port":                  port,
+		"daemonsetNodeSelector": map[string]any{"realnode.lifeboat.io/idle": "yes"},
+		"extraEnv": []any{ // no kube-proxy on the testbed (TestChartDaemonSetUpgradeOnRealNode)
+			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
+			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()},
+		},
+	}))
+	pod := waitDaemonSetPod(ctx, b, ns, "idle", "")
+	pid := hostPID(b, "/usr/local/bin/lifeboat-imds", string(pod.UID))
+	for range b.N {
+		time.Sleep(30 * time.Second)
+		k0, p0, t0 := kubeletUsage(ctx, b, node, ns, pod.Name), processCPU(b, pid), time.Now()
+		time.Sleep(idle)
+		k1, p1, t1 := kubeletUsage(ctx, b, node, ns, pod.Name), processCPU(b, pid), time.Now()
+		perHour := func(d time.Duration) float64 { return d.Seconds() * float64(time.Hour) / float64(t1.Sub(t0)) }
+		kubelet := perHour(time.Duration(k1.coreNanoSeconds - k0.coreNanoSeconds))
+		own := perHour(p1 - p0)
+		fmt.Printf("DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU, the process's threads %.2f s/h; working set %.1f MiB\n",
+			t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, own, float64(k1.workingSet)/(1<<20))
+		b.ReportMetric(kubelet, "kubelet_cpu_s/h")
+		b.ReportMetric(own, "process_cpu_s/h")
+		b.ReportMetric(float64(k1.workingSet)/(1<<20), "working_set_MiB")
+	}
+}
+
+// hostPID finds, in the host's /proc, the one process running command in
+// the pod with uid (its cgroup path names the pod).
+func hostPID(b *testing.B, command, uid string) int {
+	b.Helper()
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var found []int
+	for _, f := range cmdlines {
+		data, err := os.ReadFile(f)
+		if err != nil || !strings.HasPrefix(string(data), command+"\x00") {
+			continue
+		}
+		dir := filepath.Dir(f)
+		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err != nil || !(strings.Contains(string(cg), uid) || strings.Contains(string(cg), strings.ReplaceAll(uid, "-", "_"))) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(dir))
+		if err == nil {
+			found = append(found, pid)
+		}
+	}
+	if len(found) != 1 {
+		b.Fatalf("processes running %s in pod %s: %v, want one", command, uid, found)
+	}
+	return found[0]
+}
+
+// processCPU is testenv.ProcessCPU, fatal on error.
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	d, err := testenv.ProcessCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
