@@ -17,6 +17,7 @@ import (
 
 	"lifeboat.dev/lifeboat/internal/config"
 	"lifeboat.dev/lifeboat/internal/metrics"
+	"lifeboat.dev/lifeboat/internal/source/sqs"
 )
 
 // Every Kubernetes client lifeboat makes counts its requests in
@@ -55,6 +56,10 @@ func TestKubeClientsCountRequests(t *testing.T) {
 			_, err := c.nodes.Nodes().Get(ctx, "n", metav1.GetOptions{})
 			return err
 		}, "nodes"},
+		{"drain watches", func(ctx context.Context) error {
+			_, err := c.watches.Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+			return err
+		}, "pods"},
 		{"forecast", func(ctx context.Context) error {
 			_, err := c.forecast.Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 			return err
@@ -102,5 +107,18 @@ func TestKubeClientsCountRequests(t *testing.T) {
 		case tt.resource != "" && count(http.MethodGet, tt.resource)-before != 1:
 			t.Errorf("%s client: GET %s counted %v times, want once", tt.client, tt.resource, count(http.MethodGet, tt.resource)-before)
 		}
+	}
+}
+
+// --visibility-timeout's default in the configuration table is the SQS
+// source's DefaultVisibility (written twice: package config links no AWS
+// code, for the IMDS-only build).
+func TestVisibilityDefaultIsTheSourcesDefault(t *testing.T) {
+	cfg, err := config.Load([]string{"--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/q"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.VisibilityTimeout != sqs.DefaultVisibility {
+		t.Errorf("--visibility-timeout defaults to %v, the SQS source to %v", cfg.VisibilityTimeout, sqs.DefaultVisibility)
 	}
 }

@@ -210,18 +210,14 @@ func claimSpec() corev1.PersistentVolumeClaimSpec {
 }
 
 // podTemplate is the workload (its SIGTERM handler works 20 s) with the
-// claim mounted at /data.
+// claim mounted at /data; each pod records under its own name
+// (testenv.WorkloadDeployment's template).
 func (w *world) podTemplate(app string) corev1.PodTemplateSpec {
-	spec := testenv.WorkloadPod(testenv.WorkloadSpec{Namespace: w.ns, Name: app, RecordDir: w.records,
-		Shutdown: 20 * time.Second, Grace: 30 * time.Second}).Spec
-	c := &spec.Containers[0]
-	for i := range c.Env {
-		if c.Env[i].Name == "POD_NAME" {
-			c.Env[i] = corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
-		}
-	}
+	tmpl := testenv.WorkloadDeployment(testenv.WorkloadSpec{Namespace: w.ns, Name: app, RecordDir: w.records,
+		Shutdown: 20 * time.Second, Grace: 30 * time.Second}, 1).Spec.Template
+	c := &tmpl.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: "/data"})
-	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: spec}
+	return tmpl
 }
 
 // statefulSetWithVolume creates a one-replica StatefulSet whose claim
