@@ -53,6 +53,23 @@ type Failover struct {
 	CordonTransitions map[int]int `json:"nodes_by_cordon_transitions"`
 	Writes            Writes      `json:"writes"`
 	Messages          Messages    `json:"messages"`
+	// Warnings are each replica's WARN and ERROR log lines by message
+	// ("a" the first leader, "b" the standby): a receive that failed
+	// leaves its messages hidden for a visibility timeout.
+	Warnings map[string]map[string]int `json:"warnings,omitempty"`
+}
+
+// logWarnings counts a JSON log's WARN and ERROR lines by their msg.
+func logWarnings(log string) map[string]int {
+	out := map[string]int{}
+	for line := range strings.SplitSeq(log, "\n") {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &l) != nil || (l.Level != "WARN" && l.Level != "ERROR") {
+			continue
+		}
+		out[l.Msg]++
+	}
+	return out
 }
 
 // Writes are lifeboat's writes to the burst's nodes and pods, from the API
@@ -182,6 +199,9 @@ func (r *Result) failoverTable() string {
 	fmt.Fprintf(&b, "nodes by cordon transitions seen %s; by cordon PATCHes %s; by other node PATCHes %s; pods by evictions %s\n",
 		hist(f.CordonTransitions), hist(f.Writes.CordonPatches), hist(f.Writes.OtherPatches), hist(f.Writes.Evictions))
 	fmt.Fprintf(&b, "answers: %v\n", f.Writes.Codes)
+	for _, r := range slices.Sorted(maps.Keys(f.Warnings)) {
+		fmt.Fprintf(&b, "replica %s: warnings and errors by message %v\n", r, f.Warnings[r])
+	}
 	m := f.Messages
 	fmt.Fprintf(&b, "messages (%d sent) by receives %s, by deletes %s; handed back %d; left visible %d, not visible %d\n",
 		m.Sent, hist(m.Receives), hist(m.Deletes), m.HandedBack, m.LeftVisible, m.LeftNotVisible)

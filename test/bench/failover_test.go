@@ -273,6 +273,12 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 	out.Messages.Sent = len(f.ids)
 	out.Messages.LeftVisible, out.Messages.LeftNotVisible = vis, notVis
 	p.stop()
+	out.Warnings = map[string]map[string]int{}
+	for k, proc := range p.procs {
+		if log, err := os.ReadFile(proc.LogPath); err == nil {
+			out.Warnings[string(rune('a'+k))] = logWarnings(string(log))
+		}
+	}
 	pods := map[string]string{}
 	for _, node := range f.names {
 		for k := range podsPer {

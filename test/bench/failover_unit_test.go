@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +82,19 @@ func TestSQSLog(t *testing.T) {
 	want := []string{"0.00 s a received #1", "120.00 s a received #2", "121.00 s b deleted with #2's handle", "122.00 s a deleted with #1's handle"}
 	if got := m.Repeated["m3"]; !slices.Equal(got, want) || len(m.Repeated) != 1 {
 		t.Errorf("repeated %q, want only m3: %q", m.Repeated, want)
+	}
+}
+
+func TestLogWarnings(t *testing.T) {
+	log := `{"time":"t","level":"INFO","msg":"leading"}
+{"time":"t","level":"WARN","msg":"receiving from queue failed","error":"deadline"}
+not json
+{"time":"t","level":"WARN","msg":"receiving from queue failed"}
+{"time":"t","level":"ERROR","msg":"stopping"}
+`
+	got := logWarnings(log)
+	want := map[string]int{"receiving from queue failed": 2, "stopping": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("logWarnings = %v, want %v", got, want)
 	}
 }

@@ -160,4 +160,3 @@ func procStatus(pid int) (map[string]int64, error) {
 	}
 	return out, sc.Err()
 }
-

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // waitTimeout bounds each helper's wait when ctx has no earlier deadline.
@@ -142,6 +144,85 @@ func RandomInstanceID() string {
 func (e *Env) CreateNode(ctx context.Context, spec NodeSpec) (*corev1.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
+	node := nodeObject(spec)
+	spec.Name = node.Name
+	if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", spec.Name, err)
+	}
+	var last *corev1.Node
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		n, err := e.Client.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		last = n
+		return e.nodeUsable(n), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for node %s to be Ready without not-ready taint (conditions %v, taints %v): %w",
+			spec.Name, conditionsOf(last), taintsOf(last), err)
+	}
+	return last, nil
+}
+
+// nodeUsable reports whether a kwok node is Ready and, with a controller
+// manager, rid of its not-ready and unreachable taints.
+func (e *Env) nodeUsable(n *corev1.Node) bool {
+	if e.opts.NoControllerManager {
+		return NodeReady(n) // nobody removes the admission's not-ready taint
+	}
+	return NodeReady(n) && !HasTaint(n, corev1.TaintNodeNotReady) && !HasTaint(n, corev1.TaintNodeUnreachable)
+}
+
+// CreateNodes creates kwok nodes as CreateNode does, parallel at once,
+// then waits for all of them with one node list a second instead of a
+// poll per node: thousands of nodes (test/bench) are set up in the time
+// the API server and the node lifecycle controller need, not in the time
+// the client's rate limit allows for the polls. The wait is bounded by a
+// minute and a quarter second a node: the node lifecycle controller takes
+// the admission's not-ready taint off about five nodes a second here.
+// Each spec needs a Name.
+func (e *Env) CreateNodes(ctx context.Context, specs []NodeSpec, parallel int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	want := map[string]bool{}
+	for _, spec := range specs {
+		if spec.Name == "" {
+			return fmt.Errorf("CreateNodes: a spec without a name")
+		}
+		want[spec.Name] = true
+		g.Go(func() error {
+			if _, err := e.Client.CoreV1().Nodes().Create(gctx, nodeObject(spec), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating node %s: %w", spec.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	waiting := len(want)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, waitTimeout+time.Duration(len(specs))*250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := e.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil // the next poll
+		}
+		waiting = len(want)
+		for i := range list.Items {
+			if want[list.Items[i].Name] && e.nodeUsable(&list.Items[i]) {
+				waiting--
+			}
+		}
+		return waiting == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d of %d nodes to be Ready without not-ready taint: %w", waiting, len(specs), err)
+	}
+	return nil
+}
+
+// nodeObject is the kwok node of spec, its defaults filled in.
+func nodeObject(spec NodeSpec) *corev1.Node {
 	if spec.AZ == "" {
 		spec.AZ = "us-east-1a"
 	}
@@ -173,26 +254,7 @@ func (e *Env) CreateNode(ctx context.Context, spec NodeSpec) (*corev1.Node, erro
 			Unschedulable: spec.Unschedulable,
 		},
 	}
-	if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating node %s: %w", spec.Name, err)
-	}
-	var last *corev1.Node
-	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
-		n, err := e.Client.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = n
-		if e.opts.NoControllerManager {
-			return NodeReady(n), nil // nobody removes the admission's not-ready taint
-		}
-		return NodeReady(n) && !HasTaint(n, corev1.TaintNodeNotReady) && !HasTaint(n, corev1.TaintNodeUnreachable), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("waiting for node %s to be Ready without not-ready taint (conditions %v, taints %v): %w",
-			spec.Name, conditionsOf(last), taintsOf(last), err)
-	}
-	return last, nil
+	return node
 }
 
 // Node creates a kwok node like CreateNode, fails t on error, and deletes
@@ -335,47 +397,8 @@ func (e *Env) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, error) 
 	if spec.Name == "" {
 		spec.Name = UniqueName("pod")
 	}
-	labels := maps.Clone(spec.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	if spec.OwnerKind != OwnerNone {
-		labels[OwnerLabel] = spec.Name
-	}
-	annotations := maps.Clone(spec.Annotations)
-	if spec.ShutdownAfter > 0 {
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[ShutdownAnnotation] = strconv.FormatFloat(spec.ShutdownAfter.Seconds(), 'f', -1, 64)
-	}
-	podSpec := corev1.PodSpec{
-		NodeName:          spec.Node,
-		PriorityClassName: spec.PriorityClass,
-		Tolerations:       spec.Tolerations,
-		Containers:        []corev1.Container{{Name: "app", Image: PauseImage}},
-	}
-	if spec.PreStop != nil {
-		podSpec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: spec.PreStop}
-	}
-	if spec.MountAnnotations {
-		podSpec.Volumes = []corev1.Volume{{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
-			Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
-		podSpec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "podinfo", MountPath: "/etc/podinfo"}}
-	}
-	switch {
-	case spec.Grace < 0:
-		podSpec.TerminationGracePeriodSeconds = ptr.To[int64](0)
-	case spec.Grace > 0:
-		podSpec.TerminationGracePeriodSeconds = ptr.To(int64(math.Ceil(spec.Grace.Seconds())))
-	}
-	if spec.OwnerKind == OwnerDaemonSet {
-		podSpec.Tolerations = append(append([]corev1.Toleration(nil), podSpec.Tolerations...), daemonSetTolerations...)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: spec.Namespace, Labels: labels, Annotations: annotations},
-		Spec:       podSpec,
-	}
+	pod := podObject(spec)
+	labels, annotations, podSpec := pod.Labels, pod.Annotations, pod.Spec
 	if _, err := e.Client.CoreV1().Pods(spec.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating pod %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
@@ -558,4 +581,99 @@ func (e *Env) WaitPDB(ctx context.Context, namespace, name string, ok func(*poli
 		return nil, fmt.Errorf("waiting for PodDisruptionBudget %s/%s (status %s): %w", namespace, name, status, err)
 	}
 	return last, nil
+}
+
+// podObject is the pod of spec (a Name and Node given).
+func podObject(spec PodSpec) *corev1.Pod {
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if spec.OwnerKind != OwnerNone {
+		labels[OwnerLabel] = spec.Name
+	}
+	annotations := maps.Clone(spec.Annotations)
+	if spec.ShutdownAfter > 0 {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[ShutdownAnnotation] = strconv.FormatFloat(spec.ShutdownAfter.Seconds(), 'f', -1, 64)
+	}
+	podSpec := corev1.PodSpec{
+		NodeName:          spec.Node,
+		PriorityClassName: spec.PriorityClass,
+		Tolerations:       spec.Tolerations,
+		Containers:        []corev1.Container{{Name: "app", Image: PauseImage}},
+	}
+	if spec.PreStop != nil {
+		podSpec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: spec.PreStop}
+	}
+	if spec.MountAnnotations {
+		podSpec.Volumes = []corev1.Volume{{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: "annotations", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations"}}}}}}}
+		podSpec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "podinfo", MountPath: "/etc/podinfo"}}
+	}
+	switch {
+	case spec.Grace < 0:
+		podSpec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	case spec.Grace > 0:
+		podSpec.TerminationGracePeriodSeconds = ptr.To(int64(math.Ceil(spec.Grace.Seconds())))
+	}
+	if spec.OwnerKind == OwnerDaemonSet {
+		podSpec.Tolerations = append(append([]corev1.Toleration(nil), podSpec.Tolerations...), daemonSetTolerations...)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: spec.Namespace, Labels: labels, Annotations: annotations},
+		Spec:       podSpec,
+	}
+}
+
+// CreatePods creates pods as CreatePod does (no OwnerKind), parallel at
+// once, then waits until all are Running and Ready with one list of each
+// namespace a second instead of a poll per pod (see CreateNodes). Each
+// spec needs a Name and a Node.
+func (e *Env) CreatePods(ctx context.Context, specs []PodSpec, parallel int) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
+	want := map[string]map[string]bool{} // namespace -> names
+	for _, spec := range specs {
+		if spec.Name == "" || spec.Node == "" || spec.OwnerKind != OwnerNone {
+			return fmt.Errorf("CreatePods: pod %q: a Name and a Node, no OwnerKind", spec.Name)
+		}
+		if want[spec.Namespace] == nil {
+			want[spec.Namespace] = map[string]bool{}
+		}
+		want[spec.Namespace][spec.Name] = true
+		g.Go(func() error {
+			if _, err := e.Client.CoreV1().Pods(spec.Namespace).Create(gctx, podObject(spec), metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating pod %s/%s: %w", spec.Namespace, spec.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	waiting := len(specs)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, waitTimeout+time.Duration(len(specs))*250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		waiting = 0
+		for ns, names := range want {
+			list, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return false, nil // the next poll
+			}
+			ready := 0
+			for i := range list.Items {
+				if names[list.Items[i].Name] && PodReady(&list.Items[i]) {
+					ready++
+				}
+			}
+			waiting += len(names) - ready
+		}
+		return waiting == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d of %d pods to be Running and Ready: %w", waiting, len(specs), err)
+	}
+	return nil
 }
