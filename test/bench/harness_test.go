@@ -142,7 +142,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		var floor *Floor
 		if withFloor && i%len(bins) == 0 {
 			floor = runFloor(ctx, b, env, i, n, podsPer)
-			b.Logf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s",
+			fmt.Printf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s (printed at once: a run that dies keeps it)\n",
 				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone)
 		}
 		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("harness%d", i))
@@ -156,7 +156,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		} else {
 			f = plainFleet(ctx, b, env, ns, fmt.Sprintf("harness-%d", i), n, podsPer)
 		}
-		b.Logf("set up %d kwok nodes with %d pods each in %v", n, podsPer, time.Since(setup).Round(time.Second))
+		fmt.Printf("set up %d kwok nodes with %d pods each in %v\n", n, podsPer, time.Since(setup).Round(time.Second))
 
 		endpoints := moto.Endpoint
 		if f.sim != nil {
