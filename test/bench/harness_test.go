@@ -308,7 +308,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			close(profiled)
 		}
 		deadline := t0.Add(10 * time.Minute)
-		peakSockets, lastCount := 0, time.Time{}
+		peakSockets, lastCount, lastProgress := 0, time.Time{}, time.Now()
 		for {
 			if time.Since(lastCount) >= 200*time.Millisecond {
 				peakSockets, lastCount = max(peakSockets, openSockets(proc.Pid())), time.Now()
@@ -330,6 +330,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			if time.Now().After(deadline) {
 				b.Errorf("after 10 minutes only %d of %d nodes cordoned, %d drained, %d lifecycle actions completed", c, n, d, f.completed())
 				break
+			}
+			if time.Since(lastProgress) >= 30*time.Second {
+				lastProgress = time.Now()
+				fmt.Printf("%.0f s: %d of %d nodes cordoned, %d drained\n", time.Since(t0).Seconds(), c, n, d)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -551,8 +555,12 @@ func groupFleet(ctx context.Context, b *testing.B, env *testenv.Env, moto *teste
 	return f
 }
 
-// completed counts the fleet's terminate actions that have ended.
+// completed counts the fleet's terminate actions that have ended (0
+// without the simulator).
 func (f *fleet) completed() int {
+	if f.sim == nil {
+		return 0
+	}
 	done := 0
 	for _, a := range f.sim.Actions() {
 		if a.Transition == "autoscaling:EC2_INSTANCE_TERMINATING" && !a.Active() {
