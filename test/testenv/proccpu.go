@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -35,4 +36,19 @@ func ProcessCPU(pid int) (time.Duration, error) {
 		sum += time.Duration(ns)
 	}
 	return sum, nil
+}
+
+// IdleTime is how long an idle benchmark idles: LIFEBOAT_BENCH_IDLE
+// (a Go duration) when set, else def; a value that is no duration fails t.
+func IdleTime(t testing.TB, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv("LIFEBOAT_BENCH_IDLE")
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("LIFEBOAT_BENCH_IDLE: %v", err)
+	}
+	return d
 }
