@@ -39,7 +39,7 @@ import (
 //	flock /tmp/lifeboat-testbed.lock go test -timeout 30m -run '^$' -bench DaemonSetFleet -benchtime 1x ./test/bench/
 func BenchmarkDaemonSetFleet(b *testing.B) {
 	n := envInt(b, "LIFEBOAT_BENCH_FLEET", 100)
-	idle := testenv.IdleTime(b, 60 * time.Second)
+	idle := testenv.IdleTime(b, 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	env, moto, bin, dir := testbed(b, testenv.Options{NoScheduler: true, NoKwok: true, NoControllerManager: true})

@@ -32,7 +32,7 @@ import (
 //	LIFEBOAT_BENCH_IDLE=10m LIFEBOAT_BENCH_BINARIES=/tmp/lifeboat-imds.before,/tmp/lifeboat-imds.after \
 //	  go test -count=1 -run '^$' -bench IMDSIdleStandIn -benchtime 1x -timeout 30m ./test/bench/
 func BenchmarkIMDSIdleStandIn(b *testing.B) {
-	idle := testenv.IdleTime(b, 2 * time.Minute)
+	idle := testenv.IdleTime(b, 2*time.Minute)
 	dir := b.TempDir()
 	var bins []string
 	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {

@@ -32,7 +32,7 @@ import (
 //	flock /tmp/lifeboat-testbed.lock go test -count=1 -p 1 ./test/imds -run '^$' -bench IMDSMemory -benchtime 1x
 //	LIFEBOAT_BENCH_IDLE=10m ... (the 10 minutes)
 func BenchmarkIMDSMemory(b *testing.B) {
-	idle := testenv.IdleTime(b, 90 * time.Second)
+	idle := testenv.IdleTime(b, 90*time.Second)
 	var bins []string
 	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
 		bins = strings.Split(v, ",")

@@ -26,7 +26,7 @@ import (
 //
 //	LIFEBOAT_BENCH_IDLE=10m flock /tmp/lifeboat-testbed.lock go test -count=1 -timeout 30m -run '^$' -bench DaemonSetIdleOnRealNode -benchtime 1x ./test/realnode/
 func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
-	idle := testenv.IdleTime(b, 10 * time.Minute)
+	idle := testenv.IdleTime(b, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), idle+5*time.Minute)
 	defer cancel()
 	dir := b.TempDir()
