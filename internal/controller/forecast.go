@@ -44,7 +44,7 @@ const (
 type forecastRun struct {
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	listed  chan []corev1.Pod // the drain's list of its pods, once (listedOnce)
+	listed  chan []corev1.Pod // the drain's list of its pods, once (drainListed)
 	once    sync.Once
 	mu      sync.Mutex
 	class   forecast.Class // the gravest class forecast so far; "": none made
@@ -150,8 +150,10 @@ func (c *Controller) forecastOutcome(r *forecastRun, res drain.Result, err error
 // drain that did not hand its list over). The worst case (every pod uses its whole
 // grace) is logged at the first forecast of a drain, not warned about.
 func (c *Controller) forecastOnce(ctx context.Context, w *nodeWork, p plan.Plan, r *forecastRun, started time.Time, first bool, drainPods []corev1.Pod) bool {
-	pods, pdbs, err := drainPods, []policyv1.PodDisruptionBudget(nil), error(nil)
-	if drainPods != nil {
+	pods := drainPods
+	var pdbs []policyv1.PodDisruptionBudget
+	var err error
+	if pods != nil {
 		pdbs, err = c.Forecast.Budgets(ctx)
 	} else {
 		pods, pdbs, err = c.Forecast.ForecastInputs(ctx, w.name)
