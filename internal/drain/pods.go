@@ -68,7 +68,12 @@ func (s *ForecastSource) ForecastInputs(ctx context.Context, node string) ([]cor
 	if skip == nil {
 		skip = func(*corev1.Pod) bool { return false }
 	}
-	pods, _, err := listToEvict(ctx, s.Client, node, skip)
+	// Any state the API server's cache holds will do: a forecast is a
+	// snapshot refreshed every second or more, and a list that waited for
+	// the newest state (or went to etcd when the cache lags, as it does in
+	// a burst) would cost the cluster more than a moment's staleness
+	// costs the forecast.
+	pods, _, err := listToEvict(ctx, s.Client, node, AnyVersion, skip)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,7 +97,7 @@ func (s *ForecastSource) Budgets(ctx context.Context) ([]policyv1.PodDisruptionB
 	if !s.listedAt.IsZero() && clk.Since(s.listedAt) < budgetsMaxAge {
 		return s.budgets, nil
 	}
-	list, err := s.Client.PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	list, err := s.Client.PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{ResourceVersion: AnyVersion})
 	if err != nil {
 		return nil, fmt.Errorf("listing PodDisruptionBudgets: %w", err)
 	}
@@ -113,14 +118,17 @@ func Finished(p *corev1.Pod) bool {
 
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
 // also returns the list's resourceVersion, from which waitGone can watch.
+// The list shows the node's pods as they were once the node was cordoned
+// or later (cordonedVersion).
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
-	return listToEvict(ctx, d.client, node, d.skip)
+	return listToEvict(ctx, d.client, node, d.cordonedVersion(node), d.skip)
 }
 
-// listToEvict lists the node's pods through client and keeps those a
-// drain evicts (evictable, not skipped), with the list's resourceVersion.
-func listToEvict(ctx context.Context, client Client, node string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
-	list, err := NodePods(ctx, client, node)
+// listToEvict lists the node's pods through client (NodePods, from
+// minVersion) and keeps those a drain evicts (evictable, not skipped),
+// with the list's resourceVersion.
+func listToEvict(ctx context.Context, client Client, node, minVersion string, skip func(*corev1.Pod) bool) ([]corev1.Pod, string, error) {
+	list, err := NodePods(ctx, client, node, minVersion)
 	if err != nil {
 		return nil, "", err
 	}
@@ -134,13 +142,34 @@ func listToEvict(ctx context.Context, client Client, node string, skip func(*cor
 	return out, list.ResourceVersion, nil
 }
 
+// AnyVersion is NodePods' minVersion for whatever state the API server's
+// watch cache holds: the list is answered at once, maybe a moment stale.
+const AnyVersion = "0"
+
 // NodePods lists the pods of node, in every namespace, through client: the
 // pods whose spec.nodeName is node (a field selector the API server
 // applies; a fake client may not).
-func NodePods(ctx context.Context, client Client, node string) (*corev1.PodList, error) {
-	list, err := client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+//
+// minVersion says how fresh the list must be. "": the newest state (a
+// consistent list). AnyVersion: any. Any other resourceVersion: that
+// state or a later one (resourceVersionMatch NotOlderThan). The API
+// server answers the last two from its watch cache. It also answers a
+// consistent list from there, but only if the cache catches up within
+// 3 s; otherwise it reads every pod of the cluster from etcd, whatever
+// the field selector. In a burst the cache lags, and a thousand such
+// reads grow etcd by gigabytes (docs/benchmarks.md, 5,000 notices). Given
+// a resourceVersion the cache has not reached in 3 s, the API server
+// answers 504 with Retry-After, and client-go's REST client waits and
+// asks again.
+func NodePods(ctx context.Context, client Client, node, minVersion string) (*corev1.PodList, error) {
+	opts := metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("spec.nodeName", node).String(),
+		ResourceVersion: minVersion,
+	}
+	if minVersion != "" && minVersion != AnyVersion {
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
+	list, err := client.Pods(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}

@@ -276,7 +276,7 @@ func (s *Stopper) gone(node string, pods []corev1.Pod, waiting []asked, res *Res
 // list lists the node's pods (drain.NodePods; those of another node left out, as a fake
 // client ignores the field selector).
 func (s *Stopper) list(ctx context.Context, node string) ([]corev1.Pod, error) {
-	list, err := drain.NodePods(ctx, s.client, node)
+	list, err := drain.NodePods(ctx, s.client, node, "")
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ type Floor struct {
 	// APIRequests is the API server's apiserver_request_total by verb over
 	// the floor run (every client).
 	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`
+	// StorageReads is Result.StorageReads over the floor run.
+	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
 }
 
 // VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
@@ -61,6 +63,9 @@ func (r *Result) floorTable() string {
 			f.Concurrency, f.Nodes, f.Pods, f.AllCordoned, f.AllEvicted, f.AllGone)
 		if v := r.VsFloor; v != nil {
 			fmt.Fprintf(&b, "lifeboat / bare client: all cordoned %.2f x, all drained %.2f x (pods gone)\n", v.Cordoned, v.Drained)
+		}
+		if len(f.StorageReads) > 0 {
+			fmt.Fprintf(&b, "bare client: apiserver lists that reached etcd (all clients): %s\n", storageLine(f.StorageReads))
 		}
 	}
 	if b.Len() == 0 {

@@ -122,6 +122,10 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if err != nil {
 		b.Fatal(err)
 	}
+	storeBefore, err := env.StorageReadCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	t0 := time.Now()
 	each := func(count int, do func(context.Context, int) error) time.Duration {
@@ -159,6 +163,10 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if err != nil {
 		b.Fatal(err)
 	}
+	storeAfter, err := env.StorageReadCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	mu.Lock()
 	gone := lastGone.Sub(t0)
 	notCordoned, cordonSeen := unseen, lastCordon.Sub(t0)
@@ -168,7 +176,7 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	}
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
-		APIRequests: Diff(apiBefore, apiAfter)}
+		APIRequests: Diff(apiBefore, apiAfter), StorageReads: Diff(storeBefore, storeAfter)}
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every

@@ -244,6 +244,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		storeBefore, err := env.StorageReadCounts(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
 		if lbs != nil {
 			lbBefore = lbs.requests(b)
@@ -355,6 +359,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		storeAfter, err := env.StorageReadCounts(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		_, hwm := procMemory(b, proc.Pid())
 		<-profiled
 		allReceived := received()
@@ -374,6 +382,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			SendSeconds:      sendTook.Seconds(),
 			APIRequests:      Diff(apiBefore, apiAfter),
 			LifeboatRequests: Diff(lbBefore, lbAfter),
+			StorageReads:     Diff(storeBefore, storeAfter),
 			PeakRSSMiB:       hwm / 1024,
 			Floor:            floor,
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -69,6 +70,10 @@ type Result struct {
 	// LifeboatRequests is lifeboat's own lifeboat_kube_requests_total by
 	// verb over the burst (events excluded, watches included as GET).
 	LifeboatRequests map[string]float64 `json:"lifeboat_requests_by_verb"`
+	// StorageReads is how the API server served lists over the burst, by
+	// resource (testenv.StorageReadCounts): lists sent to etcd, consistent
+	// lists the watch cache could not serve in time.
+	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
 	// RequestsPerNode is the sum of LifeboatRequests over the nodes
 	// drained (0: none drained).
 	RequestsPerNode float64 `json:"lifeboat_requests_per_drained_node"`
@@ -200,6 +205,9 @@ func (r *Result) Table() string {
 	}
 	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
 	fmt.Fprintf(&b, "lifeboat requests per drained node: %.2f\n", r.RequestsPerNode)
+	if len(r.StorageReads) > 0 {
+		fmt.Fprintf(&b, "apiserver lists that reached etcd (all clients): %s\n", storageLine(r.StorageReads))
+	}
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
 	b.WriteString(r.floorTable())
 	b.WriteString(r.failoverTable())
@@ -359,4 +367,18 @@ func since(t0, t time.Time) float64 {
 		return -1
 	}
 	return t.Sub(t0).Seconds()
+}
+
+// storageLine prints StorageReads sorted by key, "none" when empty.
+func storageLine(m map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

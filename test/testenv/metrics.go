@@ -32,11 +32,61 @@ func (e *Env) APIRequestCountsByResource(ctx context.Context) (map[string]float6
 }
 
 func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) string) (map[string]float64, error) {
+	raw, err := e.apiMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sumCounter(raw, "apiserver_request_total", key)
+}
+
+// StorageReadCounts reads how the apiserver served lists, by resource:
+// "etcd list pods" counts the lists it sent to etcd (etcd_requests_total,
+// operation listWithCount: a range read of every object of the resource,
+// whatever the field selector), "cache fallback pods" the consistent lists
+// the watch cache could not serve in time (its 3 s wait) and sent to etcd
+// instead (apiserver_watch_cache_consistent_read_total, fallback="true").
+// A burst's lists that reach etcd are what grows etcd's memory.
+func (e *Env) StorageReadCounts(ctx context.Context) (map[string]float64, error) {
+	raw, err := e.apiMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out, err := sumCounter(raw, "etcd_requests_total", func(l map[string]string) string {
+		if l["operation"] != "listWithCount" {
+			return ""
+		}
+		return "etcd list " + l["resource"]
+	})
+	if err != nil {
+		return nil, err
+	}
+	fallbacks, err := sumCounter(raw, "apiserver_watch_cache_consistent_read_total", func(l map[string]string) string {
+		if l["fallback"] != "true" {
+			return ""
+		}
+		return "cache fallback " + l["resource"]
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range fallbacks {
+		out[k] += v
+	}
+	delete(out, "")
+	return out, nil
+}
+
+func (e *Env) apiMetrics(ctx context.Context) ([]byte, error) {
 	raw, err := e.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiserver metrics: %w", err)
 	}
-	samples, err := parseCounter(raw, "apiserver_request_total")
+	return raw, nil
+}
+
+// sumCounter sums the samples of the counter name by key(labels).
+func sumCounter(raw []byte, name string, key func(map[string]string) string) (map[string]float64, error) {
+	samples, err := parseCounter(raw, name)
 	if err != nil {
 		return nil, err
 	}
