@@ -61,13 +61,14 @@ type kubeClients struct {
 	// of an eviction (in a burst, forecasts come late instead). Reads
 	// only; counted.
 	forecast *kube.REST
-	// watches opens the pod watch each drain waits on, with a rate limiter
-	// of its own: in a burst a thousand drains' watches would otherwise
-	// take a thousand of main's tokens, five seconds of evictions at the
-	// default limit. A watch is one long-running request, which API
-	// priority and fairness counts only while it starts. Reads only;
-	// counted.
-	watches *kube.REST
+	// podReads lists each drained node's pods and opens the pod watch the
+	// drain waits on, with a rate limiter of its own: in a burst a
+	// thousand drains' lists and watches would otherwise take two thousand
+	// of main's tokens, ten seconds of evictions at the default limit. The
+	// list is answered from the API server's watch cache (drain.NodePods);
+	// a watch is one long-running request, which API priority and
+	// fairness counts only while it starts. Reads only; counted.
+	podReads *kube.REST
 }
 
 // newKubeClients makes the clients; fence wraps the transports of those
@@ -110,20 +111,20 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 		return c, err
 	}
 	wc := rest.CopyConfig(rc)
-	wc.QPS, wc.Burst = watchLaneQPS, watchLaneBurst
+	wc.QPS, wc.Burst = podReadLaneQPS, podReadLaneBurst
 	wc.Wrap(m.CountKubeRequests)
-	if c.watches, err = kube.NewREST(wc); err != nil {
+	if c.podReads, err = kube.NewREST(wc); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
 // The node-write lane's rate limit (kubeClients.nodes) and the drains'
-// pod-watch lane's (kubeClients.watches): about one request per drained
-// node each.
+// pod-read lane's (kubeClients.podReads): about one and two requests per
+// drained node.
 const (
-	nodeLaneQPS    = 500
-	nodeLaneBurst  = 1000
-	watchLaneQPS   = 500
-	watchLaneBurst = 1000
+	nodeLaneQPS      = 500
+	nodeLaneBurst    = 1000
+	podReadLaneQPS   = 500
+	podReadLaneBurst = 1000
 )

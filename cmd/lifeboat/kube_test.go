@@ -56,8 +56,8 @@ func TestKubeClientsCountRequests(t *testing.T) {
 			_, err := c.nodes.Nodes().Get(ctx, "n", metav1.GetOptions{})
 			return err
 		}, "nodes"},
-		{"drain watches", func(ctx context.Context) error {
-			_, err := c.watches.Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+		{"drain pod reads", func(ctx context.Context) error {
+			_, err := c.podReads.Pods("ns").Get(ctx, "p", metav1.GetOptions{})
 			return err
 		}, "pods"},
 		{"forecast", func(ctx context.Context) error {

@@ -165,7 +165,7 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
 		DeleteBlocked: a.cfg.DeleteBlockedPods, AnnotatePods: a.cfg.AnnotatePods,
 		TerminatingCondition: a.cfg.TerminatingCondition, Recorder: a.recorder,
-		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes, WatchClient: a.kube.watches,
+		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes, PodReadClient: a.kube.podReads,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
 			ExcludeFromLB: a.cfg.ExcludeFromLB},
 		Replacer: a.replacer,

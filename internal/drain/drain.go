@@ -64,12 +64,14 @@ type Options struct {
 	// that a cordon never waits behind other nodes' evictions. nil: the
 	// client evictions use.
 	NodeClient Client
-	// WatchClient, if set, opens the pod watch a drain waits on for its
-	// evicted pods to go: a client with a rate limiter of its own, so that
-	// a thousand drains' watches do not take a thousand of the evictions'
-	// tokens (API priority and fairness counts a watch only while it
-	// starts). nil: the client evictions use.
-	WatchClient Client
+	// PodReadClient, if set, lists the node's pods and opens the pod
+	// watch a drain waits on for its evicted pods to go: a client with a
+	// rate limiter of its own, so that a thousand drains' lists and
+	// watches do not take two thousand of the evictions' tokens (the list
+	// is answered from the API server's watch cache, NodePods; API
+	// priority and fairness counts a watch only while it starts). nil:
+	// the client evictions use.
+	PodReadClient Client
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of the grace
 	// period it got (Actions.PodGrace when set, else its own; counted from
@@ -90,7 +92,7 @@ type Options struct {
 type Drainer struct {
 	client  Client // pods and evictions
 	nodes   Client // node reads and writes
-	watches Client // the wait's pod watch
+	reads   Client // the node's pod list and the wait's pod watch
 	clock   clock.WithTicker
 	log     *slog.Logger
 	backoff time.Duration
@@ -128,10 +130,10 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	if o.NodeClient == nil {
 		o.NodeClient = client
 	}
-	if o.WatchClient == nil {
-		o.WatchClient = client
+	if o.PodReadClient == nil {
+		o.PodReadClient = client
 	}
-	d := &Drainer{client: client, nodes: o.NodeClient, watches: o.WatchClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
+	d := &Drainer{client: client, nodes: o.NodeClient, reads: o.PodReadClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
 		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition, replacer: o.Replacer}
@@ -208,7 +210,7 @@ func (d *Drainer) drainPods(ctx context.Context, node string, dl Deadline, progr
 			// force-delete (when enabled) or leave them (ErrDeadline);
 			// before an enforced one, they are deleted in time for their
 			// shutdown (Options.DeleteBlocked).
-			w, err := d.waitGone(ctx, node, refused, outs, "", dl, report)
+			w, err := d.waitGone(ctx, node, refused, outs, listRV, dl, report)
 			res.addWait(w)
 			forcedStuck = forcedStuck || w.forcedStuck
 			if err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -49,18 +51,23 @@ func TestNodeWritesUseTheNodeClient(t *testing.T) {
 	}
 }
 
-// Issue 28: the pod watch a drain waits on goes through
-// Options.WatchClient (a lane of its own: in a burst a thousand watches
-// took a thousand of the evictions' rate-limiter tokens); the eviction
-// client opens none.
-func TestWaitWatchUsesTheWatchClient(t *testing.T) {
+// Issue 28: the list of a node's pods and the pod watch a drain waits on
+// go through Options.PodReadClient (a lane of its own: in a burst a
+// thousand lists and watches took two thousand of the evictions'
+// rate-limiter tokens); the eviction client lists and watches nothing, and
+// evicts.
+func TestDrainReadsThroughThePodReadClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1"}, Spec: corev1.PodSpec{NodeName: "n"}}
-	main := fake.NewClientset()
-	watchLane := fake.NewClientset(pod)
+	main := fake.NewClientset(pod)
+	readLane := fake.NewClientset(pod)
+	readLane.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		// The API server's list carries its resourceVersion, the watch's start.
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}, Items: []corev1.Pod{*pod}}, nil
+	})
 	watching := make(chan struct{})
-	watchLane.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+	readLane.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		w := watch.NewFake()
 		go func() {
 			close(watching)
@@ -68,15 +75,56 @@ func TestWaitWatchUsesTheWatchClient(t *testing.T) {
 		}()
 		return true, w, nil
 	})
-	d := drain.New(clientset.New(main), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{WatchClient: clientset.New(watchLane)})
-	left, err := d.WaitGone(ctx, "n", []corev1.Pod{*pod}, "1", time.Time{})
+	d := drain.New(clientset.New(main), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{PodReadClient: clientset.New(readLane)})
+	res, err := d.Drain(ctx, "n", drain.Deadline{}, nil)
+	if err != nil || res.Evicted != 1 {
+		t.Fatalf("Drain: %+v, %v; want the pod evicted and gone", res, err)
+	}
+	<-watching
+	verbs := func(cs *fake.Clientset) map[string]int {
+		m := map[string]int{}
+		for _, a := range cs.Actions() {
+			m[a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource()]++
+		}
+		return m
+	}
+	if got, want := verbs(main), map[string]int{"create pods/eviction": 1}; !maps.Equal(got, want) {
+		t.Errorf("eviction client: %v, want %v", got, want)
+	}
+	if got, want := verbs(readLane), map[string]int{"list pods/": 1, "watch pods/": 1}; !maps.Equal(got, want) {
+		t.Errorf("pod read client: %v, want %v", got, want)
+	}
+}
+
+// A wait whose watch ends lists again from the newest resourceVersion it
+// saw (NotOlderThan), which the API server answers from its watch cache:
+// never a consistent list, which a lagging cache sends to etcd.
+func TestWaitRelistsFromTheNewestVersionSeen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1", ResourceVersion: "5"}, Spec: corev1.PodSpec{NodeName: "n"}}
+	cs := fake.NewClientset()
+	var lists []metav1.ListOptions
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lists = append(lists, a.(k8stesting.ListActionImpl).ListOptions)
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}}, nil // gone by then
+	})
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		go func() {
+			later := pod.DeepCopy()
+			later.ResourceVersion = "7"
+			w.Modify(later)
+			w.Stop() // the watch ends: the wait lists again
+		}()
+		return true, w, nil
+	})
+	d := drain.New(clientset.New(cs), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
+	left, err := d.WaitGone(ctx, "n", []corev1.Pod{*pod}, "5", time.Time{})
 	if err != nil || left != 0 {
 		t.Fatalf("WaitGone: %d left, %v; want the pod gone", left, err)
 	}
-	<-watching
-	for _, a := range main.Actions() {
-		if a.GetVerb() == "watch" {
-			t.Errorf("the eviction client opened a watch: %v", a)
-		}
+	if len(lists) != 1 || lists[0].ResourceVersion != "7" || lists[0].ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
+		t.Errorf("lists after the watch ended: %+v, want one from resourceVersion 7, NotOlderThan", lists)
 	}
 }

@@ -121,7 +121,7 @@ func Finished(p *corev1.Pod) bool {
 // The list shows the node's pods as they were once the node was cordoned
 // or later (cordonedVersion).
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
-	return listToEvict(ctx, d.client, node, d.cordonedVersion(node), d.skip)
+	return listToEvict(ctx, d.reads, node, d.cordonedVersion(node), d.skip)
 }
 
 // listToEvict lists the node's pods through client (NodePods, from

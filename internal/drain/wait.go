@@ -126,6 +126,10 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	deadlineDone := deadline.IsZero()
 	relist := relistBackoff
 	rv := fromRV
+	// known is the newest resourceVersion the wait has seen: a list after
+	// a watch ends asks for that state or a later one (NodePods), which
+	// the API server answers from its watch cache.
+	known := fromRV
 	var w watch.Interface
 	var watchStart time.Time
 	var relistC <-chan time.Time
@@ -137,10 +141,10 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	for len(waiting) > 0 {
 		if w == nil && relistC == nil {
 			if rv == "" {
-				list, err := d.client.Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
+				list, err := NodePods(ctx, d.reads, node, known)
 				if err != nil {
 					leftAt(d.clock.Now())
-					return res, fmt.Errorf("listing pods of node %s: %w", node, err)
+					return res, err
 				}
 				present := map[types.UID]*corev1.Pod{}
 				for i := range list.Items {
@@ -157,9 +161,10 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 					break
 				}
 				rv = list.ResourceVersion
+				known = rv
 			}
 			var err error
-			w, err = d.watches.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+			w, err = d.reads.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
 				FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
 			})
 			rv = "" // after this watch, list again
@@ -215,11 +220,16 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 					relist = relistBackoff
 				}
 				relistC = d.clock.After(relist.Step())
+			case ev.Type == watch.Bookmark:
+				if pod, isPod := ev.Object.(*corev1.Pod); isPod {
+					known = pod.ResourceVersion
+				}
 			case ev.Type == watch.Deleted || ev.Type == watch.Modified:
 				pod, isPod := ev.Object.(*corev1.Pod)
 				if !isPod {
 					break
 				}
+				known = pod.ResourceVersion
 				if ev.Type == watch.Deleted {
 					gone(pod.UID)
 				} else {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"strings"
 	"testing"
@@ -125,5 +126,22 @@ func TestEnvMinimal(t *testing.T) {
 	}
 	if out, err := exec.CommandContext(context.Background(), "pgrep", "-f", env.Dir).CombinedOutput(); err == nil {
 		t.Errorf("processes still running from %s:\n%s", env.Dir, strings.TrimSpace(string(out)))
+	}
+}
+
+func TestStorageReadCountsKeys(t *testing.T) {
+	raw := []byte(`etcd_requests_total{group="",operation="list",resource="pods"} 4
+etcd_requests_total{group="",operation="get",resource="pods"} 9
+etcd_requests_total{group="",operation="listWithCount",resource="events"} 2
+apiserver_watch_cache_consistent_read_total{fallback="true",group="",resource="pods",success="false"} 3
+apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="pods",success="true"} 70
+`)
+	got, err := storageReads(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"etcd list pods": 4, "cache fallback pods": 3}
+	if !maps.Equal(got, want) {
+		t.Errorf("storageReads = %v, want %v", got, want)
 	}
 }

@@ -40,19 +40,24 @@ func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) 
 }
 
 // StorageReadCounts reads how the apiserver served lists, by resource:
-// "etcd list pods" counts the lists it sent to etcd (etcd_requests_total,
-// operation listWithCount: a range read of every object of the resource,
-// whatever the field selector), "cache fallback pods" the consistent lists
-// the watch cache could not serve in time (its 3 s wait) and sent to etcd
-// instead (apiserver_watch_cache_consistent_read_total, fallback="true").
-// A burst's lists that reach etcd are what grows etcd's memory.
+// "etcd list pods" counts the range reads it sent to etcd
+// (etcd_requests_total, operation list: every object of the resource,
+// whatever the field selector; its watch cache's own list at start is one),
+// "cache fallback pods" the consistent lists the watch cache could not
+// serve in time (its 3 s wait) and sent to etcd instead
+// (apiserver_watch_cache_consistent_read_total, fallback="true"). A burst's
+// lists that reach etcd are what grows etcd's memory.
 func (e *Env) StorageReadCounts(ctx context.Context) (map[string]float64, error) {
 	raw, err := e.apiMetrics(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return storageReads(raw)
+}
+
+func storageReads(raw []byte) (map[string]float64, error) {
 	out, err := sumCounter(raw, "etcd_requests_total", func(l map[string]string) string {
-		if l["operation"] != "listWithCount" {
+		if l["operation"] != "list" {
 			return ""
 		}
 		return "etcd list " + l["resource"]
