@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,6 +140,34 @@ func (d *Drainer) deleteBlockedPod(ctx context.Context, pod *corev1.Pod, b Block
 
 // blockerOf names what refused an eviction: the PodDisruptionBudget the
 // API server names in a 429's causes, else its whole answer.
+// throttled reports whether err is a 429 from the API server's own
+// throttling (API priority and fairness, --max-requests-inflight) rather
+// than from a PodDisruptionBudget: an eviction a budget refuses carries
+// the DisruptionBudget cause and says "disruption budget"; a throttled
+// request does neither, and carries a Retry-After.
+func throttled(err error) bool {
+	if !apierrors.IsTooManyRequests(err) || strings.Contains(err.Error(), "disruption budget") {
+		return false
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Details != nil {
+		for _, c := range st.Status().Details.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause {
+				return false
+			}
+		}
+	}
+	_, suggests := apierrors.SuggestsClientDelay(err)
+	return suggests
+}
+
+// throttledWait is how long to wait before asking again after a
+// throttled request: the server's Retry-After, at least a second.
+func throttledWait(err error) time.Duration {
+	s, _ := apierrors.SuggestsClientDelay(err)
+	return time.Duration(max(s, 1)) * time.Second
+}
+
 func blockerOf(err error) string {
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && st.Status().Details != nil {

@@ -88,6 +88,8 @@ type fakeCluster struct {
 	// answer decides an eviction before it is accepted: nil accepts it.
 	// attempt counts this pod's evictions from 1.
 	answer func(pod *corev1.Pod, attempt int) error
+	// progress, if set, receives the drain's progress reports.
+	progress func(drain.Progress)
 }
 
 func newFakeCluster(t *testing.T, pods ...*corev1.Pod) *fakeCluster {
@@ -251,7 +253,7 @@ func (c *fakeCluster) drainTo(o drain.Options, dl drain.Deadline) (drain.Result,
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := d.Drain(ctx, fakeNode, dl, nil)
+		res, err := d.Drain(ctx, fakeNode, dl, c.progress)
 		done <- outcome{res, err}
 	}()
 	start := c.clock.Now()

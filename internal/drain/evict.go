@@ -70,6 +70,7 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 	for {
 		grace, capped := d.grace(pod, deadline)
 		err := d.postEviction(ctx, pod, grace)
+		wait := d.backoff
 		switch {
 		case err == nil:
 			got := ownGrace(pod)
@@ -81,6 +82,13 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 			return evictOutcome{kind: evictCanceled, reason: last}, ctx.Err()
 		case apierrors.IsNotFound(err):
 			return evictOutcome{kind: evictGone}, nil
+		case throttled(err):
+			// The API server's priority and fairness (or its in-flight
+			// limit) turned the request away, not a PodDisruptionBudget:
+			// nothing blocks the pod. Asked again when the server says.
+			last, blocker = "throttled (429): "+err.Error(), err.Error()
+			wait = throttledWait(err)
+			d.log.Debug("eviction throttled by the API server, retrying", "node", pod.Spec.NodeName, "pod", name, "retryAfter", wait)
 		case apierrors.IsTooManyRequests(err):
 			report(func(p *Progress) { p.Blocked++ })
 			last, blocker = "refused (429): "+err.Error(), blockerOf(err)
@@ -118,7 +126,6 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 			}
 			last = "failed: " + err.Error() // the eviction is tried again
 		}
-		wait := d.backoff
 		if planned && !b.Due {
 			wait = min(wait, b.ActAt().Sub(d.clock.Now()))
 		}

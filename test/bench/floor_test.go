@@ -53,8 +53,8 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 			_ = env.DeleteNode(ctx, name)
 		}
 	}()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS = -1 // no client-side rate limiter
+	cfg := rest.CopyConfig(benchIdentity(ctx, b, env).config) // lifeboat's
+	cfg.QPS = -1                                              // no client-side rate limiter
 	cfg.RateLimiter = nil
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

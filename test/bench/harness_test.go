@@ -163,7 +163,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			endpoints += ",autoscaling=" + f.sim.Endpoint()
 		}
 		args := append([]string{"run",
-			"--queue-url", stack.QueueURL, "--region", "us-east-1", "--kubeconfig", env.Kubeconfig, "--log-level", "warn",
+			"--queue-url", stack.QueueURL, "--region", "us-east-1", "--kubeconfig", benchIdentity(ctx, b, env).kubeconfig, "--log-level", "warn",
 		}, extraArgs...)
 		var proc *testenv.Process
 		var metricsURL string
@@ -373,8 +373,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 
 		res := &Result{
 			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
-				kind, n, podsPer, strings.Join(extraArgs, " "), failover),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s LIFEBOAT_BENCH_IDENTITY=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer, strings.Join(extraArgs, " "), failover, cmp.Or(os.Getenv("LIFEBOAT_BENCH_IDENTITY"), "serviceaccount")),
 			Kind:             kind,
 			Lifecycle:        f.sim != nil,
 			Nodes:            n,

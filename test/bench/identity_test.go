@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// benchNamespace and benchServiceAccount are where and who the chart
+// installs lifeboat as (docs/install.md: helm install … --namespace
+// kube-system).
+const (
+	benchNamespace      = "kube-system"
+	benchServiceAccount = "lifeboat"
+)
+
+// identity is who lifeboat and the floor's bare client are to the API
+// server: a client configuration and a kubeconfig file for it.
+type identity struct {
+	config     *rest.Config
+	kubeconfig string
+}
+
+// benchIdentity returns the identity of this run's lifeboat and floor. By
+// default, what the chart installs: the ServiceAccount lifeboat in
+// kube-system, whose requests API Priority and Fairness puts in the
+// workload-high priority level (flow schema kube-system-service-accounts),
+// as on any cluster. It is bound to cluster-admin: what it may do does not
+// change what APF lets through. LIFEBOAT_BENCH_IDENTITY=admin runs both
+// as the testbed's admin (system:masters, which APF exempts), as every
+// figure in docs/benchmarks.md measured before 2026-11-27 did. Each call
+// requests a new token (they last an hour).
+func benchIdentity(ctx context.Context, b *testing.B, env *testenv.Env) identity {
+	b.Helper()
+	switch v := os.Getenv("LIFEBOAT_BENCH_IDENTITY"); v {
+	case "admin":
+		return identity{config: env.Config, kubeconfig: env.Kubeconfig}
+	case "", "serviceaccount":
+	default:
+		b.Fatalf("LIFEBOAT_BENCH_IDENTITY=%q: want serviceaccount (the default) or admin", v)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: benchServiceAccount}}
+	if _, err := env.Client.CoreV1().ServiceAccounts(benchNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-lifeboat"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: benchNamespace, Name: benchServiceAccount}},
+	}
+	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	cfg, err := env.RESTConfigFor(ctx, benchNamespace, benchServiceAccount)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kc, err := env.KubeconfigFor(ctx, benchNamespace, benchServiceAccount)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return identity{config: cfg, kubeconfig: kc}
+}
