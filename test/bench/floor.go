@@ -26,6 +26,8 @@ type Floor struct {
 	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`
 	// StorageReads is Result.StorageReads over the floor run.
 	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
+	// APF is Result.APF over the floor run.
+	APF map[string]float64 `json:"apiserver_apf,omitempty"`
 }
 
 // VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
@@ -63,6 +65,9 @@ func (r *Result) floorTable() string {
 			f.Concurrency, f.Nodes, f.Pods, f.AllCordoned, f.AllEvicted, f.AllGone)
 		if v := r.VsFloor; v != nil {
 			fmt.Fprintf(&b, "lifeboat / bare client: all cordoned %.2f x, all drained %.2f x (pods gone)\n", v.Cordoned, v.Drained)
+		}
+		if l := apfLine(f.APF); l != "" {
+			fmt.Fprintf(&b, "bare client: API priority and fairness: %s\n", l)
 		}
 		if len(f.StorageReads) > 0 {
 			fmt.Fprintf(&b, "bare client: apiserver lists that reached etcd (all clients): %s\n", storageLine(f.StorageReads))

@@ -122,6 +122,10 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if err != nil {
 		b.Fatal(err)
 	}
+	apfBefore, err := env.APFCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	storeBefore, err := env.StorageReadCounts(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -163,6 +167,10 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if err != nil {
 		b.Fatal(err)
 	}
+	apfAfter, err := env.APFCounts(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	storeAfter, err := env.StorageReadCounts(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -176,7 +184,7 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	}
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
-		APIRequests: Diff(apiBefore, apiAfter), StorageReads: Diff(storeBefore, storeAfter)}
+		APIRequests: Diff(apiBefore, apiAfter), StorageReads: Diff(storeBefore, storeAfter), APF: Diff(apfBefore, apfAfter)}
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every

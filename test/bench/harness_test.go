@@ -244,6 +244,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		apfBefore, err := env.APFCounts(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		storeBefore, err := env.StorageReadCounts(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -359,6 +363,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		apfAfter, err := env.APFCounts(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		storeAfter, err := env.StorageReadCounts(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -383,6 +391,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			APIRequests:      Diff(apiBefore, apiAfter),
 			LifeboatRequests: Diff(lbBefore, lbAfter),
 			StorageReads:     Diff(storeBefore, storeAfter),
+			APF:              Diff(apfBefore, apfAfter),
 			PeakRSSMiB:       hwm / 1024,
 			Floor:            floor,
 		}

@@ -74,6 +74,10 @@ type Result struct {
 	// resource (testenv.StorageReadCounts): lists sent to etcd, consistent
 	// lists the watch cache could not serve in time.
 	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
+	// APF is API Priority and Fairness over the burst by priority level
+	// (testenv.APFCounts): lifeboat, a ServiceAccount in kube-system, is
+	// alone in workload-high; the testbed's components are exempt.
+	APF map[string]float64 `json:"apiserver_apf,omitempty"`
 	// RequestsPerNode is the sum of LifeboatRequests over the nodes
 	// drained (0: none drained).
 	RequestsPerNode float64 `json:"lifeboat_requests_per_drained_node"`
@@ -207,6 +211,9 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "lifeboat requests per drained node: %.2f\n", r.RequestsPerNode)
 	if len(r.StorageReads) > 0 {
 		fmt.Fprintf(&b, "apiserver lists that reached etcd (all clients): %s\n", storageLine(r.StorageReads))
+	}
+	if l := apfLine(r.APF); l != "" {
+		fmt.Fprintf(&b, "API priority and fairness: %s\n", l)
 	}
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
 	b.WriteString(r.floorTable())
@@ -381,4 +388,26 @@ func storageLine(m map[string]float64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// apfLine prints each priority level but the exempt one in m
+// (Result.APF): requests dispatched, rejected (429) and their mean queue
+// wait; "" when there is none.
+func apfLine(m map[string]float64) string {
+	levels := map[string]bool{}
+	for k := range m {
+		if _, level, ok := strings.Cut(k, " "); ok && level != "exempt" {
+			levels[level] = true
+		}
+	}
+	var parts []string
+	for _, l := range slices.Sorted(maps.Keys(levels)) {
+		d, r, w := m["dispatched "+l], m["rejected "+l], m["wait-seconds "+l]
+		mean := 0.0
+		if d > 0 {
+			mean = w / d * 1000
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f dispatched, %.0f rejected (429), mean queue wait %.0f ms", l, d, r, mean))
+	}
+	return strings.Join(parts, "; ")
 }

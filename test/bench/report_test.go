@@ -263,3 +263,19 @@ func TestReportFloor(t *testing.T) {
 		})
 	}
 }
+
+func TestAPFLine(t *testing.T) {
+	for _, tc := range []struct {
+		in   map[string]float64
+		want string
+	}{
+		{in: nil, want: ""},
+		{in: map[string]float64{"dispatched exempt": 9}, want: ""},
+		{in: map[string]float64{"dispatched workload-high": 200, "rejected workload-high": 3, "wait-seconds workload-high": 10, "dispatched exempt": 9},
+			want: "workload-high 200 dispatched, 3 rejected (429), mean queue wait 50 ms"},
+	} {
+		if got := apfLine(tc.in); got != tc.want {
+			t.Errorf("apfLine(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

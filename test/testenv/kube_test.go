@@ -145,3 +145,21 @@ apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="
 		t.Errorf("storageReads = %v, want %v", got, want)
 	}
 }
+
+func TestAPFCounts(t *testing.T) {
+	raw := []byte(`apiserver_flowcontrol_dispatched_requests_total{flow_schema="kube-system-service-accounts",priority_level="workload-high"} 10
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 7
+apiserver_flowcontrol_rejected_requests_total{flow_schema="kube-system-service-accounts",priority_level="workload-high",reason="queue-full"} 2
+apiserver_flowcontrol_rejected_requests_total{flow_schema="kube-system-service-accounts",priority_level="workload-high",reason="time-out"} 1
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 1.5
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 10
+`)
+	got, err := apfCounts(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"dispatched workload-high": 10, "dispatched exempt": 7, "rejected workload-high": 3, "wait-seconds workload-high": 1.5}
+	if !maps.Equal(got, want) {
+		t.Errorf("apfCounts = %v, want %v", got, want)
+	}
+}

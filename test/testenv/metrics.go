@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 )
@@ -78,6 +79,36 @@ func storageReads(raw []byte) (map[string]float64, error) {
 		out[k] += v
 	}
 	delete(out, "")
+	return out, nil
+}
+
+// APFCounts reads API Priority and Fairness's counters by priority level:
+// "dispatched <level>" requests let through, "rejected <level>" those
+// turned away (429), "wait-seconds <level>" the time requests queued
+// before they ran (summed). The testbed's components are system:masters
+// (the exempt level): a client running as a ServiceAccount is alone in its
+// level.
+func (e *Env) APFCounts(ctx context.Context) (map[string]float64, error) {
+	raw, err := e.apiMetrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return apfCounts(raw)
+}
+
+func apfCounts(raw []byte) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, c := range []struct{ metric, key string }{
+		{"apiserver_flowcontrol_dispatched_requests_total", "dispatched"},
+		{"apiserver_flowcontrol_rejected_requests_total", "rejected"},
+		{"apiserver_flowcontrol_request_wait_duration_seconds_sum", "wait-seconds"},
+	} {
+		m, err := sumCounter(raw, c.metric, func(l map[string]string) string { return c.key + " " + l["priority_level"] })
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, m)
+	}
 	return out, nil
 }
 
