@@ -4,14 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/config"
-	"lifeboat.dev/lifeboat/internal/firstlane"
 	"lifeboat.dev/lifeboat/internal/kube"
 	"lifeboat.dev/lifeboat/internal/kubesource"
 	"lifeboat.dev/lifeboat/internal/metrics"
@@ -78,10 +75,6 @@ type kubeClients struct {
 // that write (a replica that may have lost the lease sends no write).
 func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fence func(http.RoundTripper) http.RoundTripper) (kubeClients, error) {
 	var c kubeClients
-	// Node writes first: while one is in flight at the API server, the
-	// main and pod-read lanes' requests wait (firstlane), at most
-	// firstLaneMaxWait.
-	gate := firstlane.New(firstLaneMaxWait, clock.RealClock{})
 	mc, nc, ec, lc := rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc), rest.CopyConfig(rc)
 	mc.QPS, mc.Burst = cfg.KubeQPS, cfg.KubeBurst
 	if mc.QPS > 0 && mc.Burst > 0 {
@@ -89,7 +82,6 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	}
 	mc.Wrap(m.CountKubeRequests)
 	mc.Wrap(fence)
-	mc.Wrap(gate.Then)
 	c.mainConfig = mc
 	var err error
 	if c.main, err = kube.NewREST(mc); err != nil {
@@ -101,7 +93,6 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	nc.QPS, nc.Burst = nodeLaneQPS, nodeLaneBurst
 	nc.Wrap(m.CountKubeRequests)
 	nc.Wrap(fence)
-	nc.Wrap(gate.First)
 	if c.nodes, err = kube.NewREST(nc); err != nil {
 		return c, err
 	}
@@ -122,17 +113,11 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	wc := rest.CopyConfig(rc)
 	wc.QPS, wc.Burst = podReadLaneQPS, podReadLaneBurst
 	wc.Wrap(m.CountKubeRequests)
-	wc.Wrap(gate.Then)
 	if c.podReads, err = kube.NewREST(wc); err != nil {
 		return c, err
 	}
 	return c, nil
 }
-
-// firstLaneMaxWait bounds how long an eviction or pod read waits for the
-// node writes in flight: long enough for a storm's cordons to go ahead,
-// short enough that a steady stream of them never stalls the drains.
-const firstLaneMaxWait = 2 * time.Second
 
 // The node-write lane's rate limit (kubeClients.nodes) and the drains'
 // pod-read lane's (kubeClients.podReads): about one and two requests per
