@@ -70,7 +70,7 @@ func (r *Result) floorTable() string {
 			fmt.Fprintf(&b, "bare client: API priority and fairness: %s\n", l)
 		}
 		if len(f.StorageReads) > 0 {
-			fmt.Fprintf(&b, "bare client: apiserver lists that reached etcd (all clients): %s\n", storageLine(f.StorageReads))
+			fmt.Fprintf(&b, "bare client: apiserver lists that reached etcd, watches it closed (all clients): %s\n", storageLine(f.StorageReads))
 		}
 	}
 	if b.Len() == 0 {

@@ -430,6 +430,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err := writeReport(outDir, base, res); err != nil {
 			b.Error(err)
 		}
+		if lbs == nil { // lifeboat's log beside the report (the test's directory goes)
+			if raw, err := os.ReadFile(proc.LogPath); err == nil {
+				_ = os.WriteFile(filepath.Join(outDir, base+".lifeboat.log"), raw, 0o644)
+			}
+		}
 		fmt.Printf("\n%s(written to %s)\n", res.Table(), outDir)
 
 		var writes float64

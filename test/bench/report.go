@@ -210,7 +210,7 @@ func (r *Result) Table() string {
 	fmt.Fprintf(&b, "%-10s %14.0f %10.0f\n", "total", sumAll, sumLB)
 	fmt.Fprintf(&b, "lifeboat requests per drained node: %.2f\n", r.RequestsPerNode)
 	if len(r.StorageReads) > 0 {
-		fmt.Fprintf(&b, "apiserver lists that reached etcd (all clients): %s\n", storageLine(r.StorageReads))
+		fmt.Fprintf(&b, "apiserver lists that reached etcd, watches it closed (all clients): %s\n", storageLine(r.StorageReads))
 	}
 	if l := apfLine(r.APF); l != "" {
 		fmt.Fprintf(&b, "API priority and fairness: %s\n", l)

@@ -135,12 +135,13 @@ etcd_requests_total{group="",operation="get",resource="pods"} 9
 etcd_requests_total{group="",operation="listWithCount",resource="events"} 2
 apiserver_watch_cache_consistent_read_total{fallback="true",group="",resource="pods",success="false"} 3
 apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="pods",success="true"} 70
+apiserver_terminated_watchers_total{group="",resource="pods"} 21
 `)
 	got, err := storageReads(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"etcd list pods": 4, "cache fallback pods": 3}
+	want := map[string]float64{"etcd list pods": 4, "cache fallback pods": 3, "terminated watches pods": 21}
 	if !maps.Equal(got, want) {
 		t.Errorf("storageReads = %v, want %v", got, want)
 	}

@@ -47,7 +47,9 @@ func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) 
 // "cache fallback pods" the consistent lists the watch cache could not
 // serve in time (its 3 s wait) and sent to etcd instead
 // (apiserver_watch_cache_consistent_read_total, fallback="true"). A burst's
-// lists that reach etcd are what grows etcd's memory.
+// lists that reach etcd are what grows etcd's memory. "terminated watches
+// pods" counts the watches the watch cache closed because their client
+// fell behind (apiserver_terminated_watchers_total).
 func (e *Env) StorageReadCounts(ctx context.Context) (map[string]float64, error) {
 	raw, err := e.apiMetrics(ctx)
 	if err != nil {
@@ -76,6 +78,17 @@ func storageReads(raw []byte) (map[string]float64, error) {
 		return nil, err
 	}
 	for k, v := range fallbacks {
+		out[k] += v
+	}
+	// Watches the watch cache closed because their client did not keep
+	// up: each one's client lists again.
+	terminated, err := sumCounter(raw, "apiserver_terminated_watchers_total", func(l map[string]string) string {
+		return "terminated watches " + l["resource"]
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range terminated {
 		out[k] += v
 	}
 	delete(out, "")
