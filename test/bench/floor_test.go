@@ -118,18 +118,7 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodeInf.HasSynced) {
 		b.Fatal("floor: pod informer did not sync")
 	}
-	apiBefore, err := env.APIRequestCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	apfBefore, err := env.APFCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	storeBefore, err := env.StorageReadCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	countersBefore := readAPICounters(ctx, b, env)
 
 	t0 := time.Now()
 	each := func(count int, do func(context.Context, int) error) time.Duration {
@@ -163,18 +152,7 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 		mu.Unlock()
 		b.Fatalf("floor: %d of %d evicted pods still there after 10 minutes", still, len(pods.Items))
 	}
-	apiAfter, err := env.APIRequestCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	apfAfter, err := env.APFCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	storeAfter, err := env.StorageReadCounts(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	countersAfter := readAPICounters(ctx, b, env)
 	mu.Lock()
 	gone := lastGone.Sub(t0)
 	notCordoned, cordonSeen := unseen, lastCordon.Sub(t0)
@@ -184,7 +162,8 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	}
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
-		APIRequests: Diff(apiBefore, apiAfter), StorageReads: Diff(storeBefore, storeAfter), APF: Diff(apfBefore, apfAfter)}
+		APIRequests: Diff(countersBefore.requests, countersAfter.requests), StorageReads: Diff(countersBefore.storage, countersAfter.storage),
+		APF: Diff(countersBefore.apf, countersAfter.apf)}
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every

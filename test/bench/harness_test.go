@@ -240,18 +240,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		// Let lifeboat's informer settle: count only the burst's requests.
 		time.Sleep(2 * time.Second)
-		apiBefore, err := env.APIRequestCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		apfBefore, err := env.APFCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		storeBefore, err := env.StorageReadCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		countersBefore := readAPICounters(ctx, b, env)
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
 		if lbs != nil {
 			lbBefore = lbs.requests(b)
@@ -359,18 +348,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err := os.MkdirAll(outDir, 0o755); err == nil {
 			_ = os.WriteFile(filepath.Join(outDir, base+".metrics.txt"), []byte(lbMetrics), 0o644)
 		}
-		apiAfter, err := env.APIRequestCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		apfAfter, err := env.APFCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		storeAfter, err := env.StorageReadCounts(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
+		countersAfter := readAPICounters(ctx, b, env)
 		_, hwm := procMemory(b, proc.Pid())
 		<-profiled
 		allReceived := received()
@@ -388,10 +366,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			Nodes:            n,
 			PodsPerNode:      podsPer,
 			SendSeconds:      sendTook.Seconds(),
-			APIRequests:      Diff(apiBefore, apiAfter),
+			APIRequests:      Diff(countersBefore.requests, countersAfter.requests),
 			LifeboatRequests: Diff(lbBefore, lbAfter),
-			StorageReads:     Diff(storeBefore, storeAfter),
-			APF:              Diff(apfBefore, apfAfter),
+			StorageReads:     Diff(countersBefore.storage, countersAfter.storage),
+			APF:              Diff(countersBefore.apf, countersAfter.apf),
 			PeakRSSMiB:       hwm / 1024,
 			Floor:            floor,
 		}

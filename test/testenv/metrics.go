@@ -59,37 +59,34 @@ func (e *Env) StorageReadCounts(ctx context.Context) (map[string]float64, error)
 }
 
 func storageReads(raw []byte) (map[string]float64, error) {
-	out, err := sumCounter(raw, "etcd_requests_total", func(l map[string]string) string {
-		if l["operation"] != "list" {
-			return ""
+	out := map[string]float64{}
+	for _, c := range []struct {
+		metric string
+		key    func(map[string]string) string // "": not counted
+	}{
+		{"etcd_requests_total", func(l map[string]string) string {
+			if l["operation"] != "list" {
+				return ""
+			}
+			return "etcd list " + l["resource"]
+		}},
+		{"apiserver_watch_cache_consistent_read_total", func(l map[string]string) string {
+			if l["fallback"] != "true" {
+				return ""
+			}
+			return "cache fallback " + l["resource"]
+		}},
+		// Watches the watch cache closed because their client did not keep
+		// up: each one's client lists again.
+		{"apiserver_terminated_watchers_total", func(l map[string]string) string { return "terminated watches " + l["resource"] }},
+	} {
+		m, err := sumCounter(raw, c.metric, c.key)
+		if err != nil {
+			return nil, err
 		}
-		return "etcd list " + l["resource"]
-	})
-	if err != nil {
-		return nil, err
-	}
-	fallbacks, err := sumCounter(raw, "apiserver_watch_cache_consistent_read_total", func(l map[string]string) string {
-		if l["fallback"] != "true" {
-			return ""
+		for k, v := range m {
+			out[k] += v
 		}
-		return "cache fallback " + l["resource"]
-	})
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range fallbacks {
-		out[k] += v
-	}
-	// Watches the watch cache closed because their client did not keep
-	// up: each one's client lists again.
-	terminated, err := sumCounter(raw, "apiserver_terminated_watchers_total", func(l map[string]string) string {
-		return "terminated watches " + l["resource"]
-	})
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range terminated {
-		out[k] += v
 	}
 	delete(out, "")
 	return out, nil
