@@ -131,14 +131,13 @@ const stillThereTimeout = 5 * time.Second
 // drain stopped during its evictions), so that only the pods still there
 // are reported cut off: by UID, those whose containers have not all
 // ended. listed is false if the list failed. The list goes through the
-// pod-read lane, from the watch cache (NodePods): a leader stopping in a
-// storm cancels a thousand drains at once, whose lists took the main
-// client's tokens past stillThereTimeout (971 such warnings in a
-// 1,000-node failover run) and, as consistent lists, could reach etcd.
+// pod-read lane: a leader stopping in a storm cancels a thousand drains at
+// once, whose lists took the main client's tokens past stillThereTimeout
+// (971 such warnings in a 1,000-node failover run).
 func (d *Drainer) stillThere(ctx context.Context, node string) (there map[types.UID]*corev1.Pod, listed bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stillThereTimeout)
 	defer cancel()
-	list, err := NodePods(ctx, d.reads, node, d.cordonedVersion(node))
+	list, err := NodePods(ctx, d.reads, node, "")
 	if err != nil {
 		d.log.Warn("listing the pods left by a canceled drain failed", "node", node, "error", err.Error())
 		return nil, false

@@ -85,9 +85,13 @@ func (d *Drainer) evict(ctx context.Context, pod *corev1.Pod, dl Deadline, repor
 		case throttled(err):
 			// The API server's priority and fairness (or its in-flight
 			// limit) turned the request away, not a PodDisruptionBudget:
-			// nothing blocks the pod. Asked again when the server says.
+			// nothing blocks the pod. Asked again when the server says,
+			// but never later than after the drain's own backoff: APF's
+			// Retry-After grows with contention (14 s seen in
+			// test/fault's TestKubePriorityAndFairness429), and a Spot
+			// notice gives two minutes.
 			last, blocker = "throttled (429): "+err.Error(), err.Error()
-			wait = throttledWait(err)
+			wait = min(throttledWait(err), d.backoff)
 			d.log.Debug("eviction throttled by the API server, retrying", "node", pod.Spec.NodeName, "pod", name, "retryAfter", wait)
 		case apierrors.IsTooManyRequests(err):
 			report(func(p *Progress) { p.Blocked++ })

@@ -227,26 +227,6 @@ func (d *Drainer) readNode(ctx context.Context, node string, first bool) (*corev
 	return n.DeepCopy(), nil
 }
 
-// cordonedVersion returns the resourceVersion of the newest copy of node
-// lifeboat holds (its own last write, else the node cache's) when that
-// copy shows the node cordoned: the drain's list then shows every pod
-// bound before the cordon, as a consistent list would, without asking
-// for anything newer. "" (a consistent list) without a node cache, or
-// when the copy is not cordoned or not there.
-func (d *Drainer) cordonedVersion(node string) string {
-	if d.cache == nil {
-		return ""
-	}
-	n, ok := d.cache(node)
-	if w := d.written.newer(node, n, ok); w != nil {
-		n, ok = w, true
-	}
-	if !ok || !n.Spec.Unschedulable {
-		return ""
-	}
-	return n.ResourceVersion
-}
-
 func annotationPatch(annotations map[string]string) ([]byte, error) {
 	m := map[string]any{}
 	for k, v := range annotations {

@@ -95,36 +95,3 @@ func TestDrainReadsThroughThePodReadClient(t *testing.T) {
 		t.Errorf("pod read client: %v, want %v", got, want)
 	}
 }
-
-// A wait whose watch ends lists again from the newest resourceVersion it
-// saw (NotOlderThan), which the API server answers from its watch cache:
-// never a consistent list, which a lagging cache sends to etcd.
-func TestWaitRelistsFromTheNewestVersionSeen(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u1", ResourceVersion: "5"}, Spec: corev1.PodSpec{NodeName: "n"}}
-	cs := fake.NewClientset()
-	var lists []metav1.ListOptions
-	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		lists = append(lists, a.(k8stesting.ListActionImpl).ListOptions)
-		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "9"}}, nil // gone by then
-	})
-	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewFake()
-		go func() {
-			later := pod.DeepCopy()
-			later.ResourceVersion = "7"
-			w.Modify(later)
-			w.Stop() // the watch ends: the wait lists again
-		}()
-		return true, w, nil
-	})
-	d := drain.New(clientset.New(cs), clock.RealClock{}, slog.New(slog.NewTextHandler(io.Discard, nil)), drain.Options{})
-	left, err := d.WaitGone(ctx, "n", []corev1.Pod{*pod}, "5", time.Time{})
-	if err != nil || left != 0 {
-		t.Fatalf("WaitGone: %d left, %v; want the pod gone", left, err)
-	}
-	if len(lists) != 1 || lists[0].ResourceVersion != "7" || lists[0].ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
-		t.Errorf("lists after the watch ended: %+v, want one from resourceVersion 7, NotOlderThan", lists)
-	}
-}

@@ -3,7 +3,6 @@ package drain
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +52,6 @@ func TestNodePods(t *testing.T) {
 		wantError  string // "": none
 	}{
 		{name: "every namespace's pods", wantPods: 2},
-		{name: "not older than a version", minVersion: "42", wantPods: 2, wantRV: "42", wantMatch: metav1.ResourceVersionMatchNotOlderThan},
 		{name: "any version", minVersion: AnyVersion, wantPods: 2, wantRV: "0"},
 		{name: "a failed list names the node", listErr: errors.New("connection refused"), wantError: "listing pods of node node-a: connection refused"},
 	} {
@@ -88,57 +86,6 @@ func TestNodePods(t *testing.T) {
 			}
 			if len(list.Items) != tc.wantPods {
 				t.Errorf("NodePods = %s, want %d pods", strings.Join(names, ", "), tc.wantPods)
-			}
-		})
-	}
-}
-
-// A drain lists the node's pods from the version of the newest copy of the
-// node it holds once that copy shows the node cordoned: the API server
-// answers from its watch cache and never from etcd. Without a cordoned
-// copy it asks for the newest state.
-func TestDrainListsFromTheCordonedVersion(t *testing.T) {
-	node := func(rv string, cordoned bool) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: rv}, Spec: corev1.NodeSpec{Unschedulable: cordoned}}
-	}
-	for _, tc := range []struct {
-		name    string
-		cached  *corev1.Node // nil: not in the cache
-		written *corev1.Node // lifeboat's last write; nil: none
-		noCache bool
-		wantRV  string
-	}{
-		{name: "cached cordoned", cached: node("42", true), wantRV: "42"},
-		{name: "own cordon newer than the cache", cached: node("41", false), written: node("43", true), wantRV: "43"},
-		{name: "cache newer than own cordon", cached: node("44", true), written: node("43", true), wantRV: "44"},
-		{name: "not cordoned", cached: node("42", false), wantRV: ""},
-		{name: "not in the cache", wantRV: ""},
-		{name: "no cache", noCache: true, wantRV: ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cs := fake.NewClientset()
-			var opts metav1.ListOptions
-			cs.PrependReactor("list", "pods", func(act k8stesting.Action) (bool, runtime.Object, error) {
-				opts = act.(k8stesting.ListActionImpl).ListOptions
-				return false, nil, nil
-			})
-			o := Options{}
-			if !tc.noCache {
-				o.NodeCache = func(string) (*corev1.Node, bool) { return tc.cached, tc.cached != nil }
-			}
-			d := New(clientset.New(cs), clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), slog.New(slog.DiscardHandler), o)
-			if tc.written != nil {
-				d.written.put(tc.written)
-			}
-			if _, _, err := d.podsToEvict(context.Background(), "node-a"); err != nil {
-				t.Fatal(err)
-			}
-			wantMatch := metav1.ResourceVersionMatch("")
-			if tc.wantRV != "" {
-				wantMatch = metav1.ResourceVersionMatchNotOlderThan
-			}
-			if opts.ResourceVersion != tc.wantRV || opts.ResourceVersionMatch != wantMatch {
-				t.Errorf("listed with resourceVersion %q match %q, want %q match %q", opts.ResourceVersion, opts.ResourceVersionMatch, tc.wantRV, wantMatch)
 			}
 		})
 	}

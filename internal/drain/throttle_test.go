@@ -22,8 +22,8 @@ func apfThrottled(retryAfter int) error {
 
 // An eviction the API server throttles (429 from priority and fairness)
 // is not blocked by anything: it is not counted blocked (metrics, the
-// forecast) and is asked again after the server's Retry-After, not the
-// drain's PodDisruptionBudget backoff. A budget's 429 still is.
+// forecast) and is asked again after the server's Retry-After, at most
+// the drain's backoff. A budget's 429 still is blocked.
 func TestThrottledEvictionIsNotBlocked(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -33,6 +33,7 @@ func TestThrottledEvictionIsNotBlocked(t *testing.T) {
 	}{
 		{name: "API priority and fairness, Retry-After 1", refusal: apfThrottled(1), wantGap: time.Second, wantBlocked: 0},
 		{name: "API priority and fairness, Retry-After 3", refusal: apfThrottled(3), wantGap: 3 * time.Second, wantBlocked: 0},
+		{name: "API priority and fairness, Retry-After 14: the backoff bounds it", refusal: apfThrottled(14), wantGap: 5 * time.Second, wantBlocked: 0},
 		{name: "PodDisruptionBudget", refusal: pdbRefusal("guard"), wantGap: 5 * time.Second, wantBlocked: 2},
 		{name: "PodDisruptionBudget, no cause given, Retry-After 10", refusal: apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10),
 			wantGap: 5 * time.Second, wantBlocked: 2},

@@ -126,10 +126,6 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	deadlineDone := deadline.IsZero()
 	relist := relistBackoff
 	rv := fromRV
-	// known is the newest resourceVersion the wait has seen: a list after
-	// a watch ends asks for that state or a later one (NodePods), which
-	// the API server answers from its watch cache.
-	known := fromRV
 	var w watch.Interface
 	var watchStart time.Time
 	var relistC <-chan time.Time
@@ -141,7 +137,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	for len(waiting) > 0 {
 		if w == nil && relistC == nil {
 			if rv == "" {
-				list, err := NodePods(ctx, d.reads, node, known)
+				list, err := NodePods(ctx, d.reads, node, "") // consistent: see NodePods
 				if err != nil {
 					leftAt(d.clock.Now())
 					return res, err
@@ -161,7 +157,6 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 					break
 				}
 				rv = list.ResourceVersion
-				known = rv
 			}
 			var err error
 			w, err = d.reads.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
@@ -220,16 +215,11 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 					relist = relistBackoff
 				}
 				relistC = d.clock.After(relist.Step())
-			case ev.Type == watch.Bookmark:
-				if pod, isPod := ev.Object.(*corev1.Pod); isPod {
-					known = pod.ResourceVersion
-				}
 			case ev.Type == watch.Deleted || ev.Type == watch.Modified:
 				pod, isPod := ev.Object.(*corev1.Pod)
 				if !isPod {
 					break
 				}
-				known = pod.ResourceVersion
 				if ev.Type == watch.Deleted {
 					gone(pod.UID)
 				} else {
