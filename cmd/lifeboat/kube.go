@@ -64,10 +64,9 @@ type kubeClients struct {
 	// podReads lists each drained node's pods and opens the pod watch the
 	// drain waits on, with a rate limiter of its own: in a burst a
 	// thousand drains' lists and watches would otherwise take two thousand
-	// of main's tokens, ten seconds of evictions at the default limit. The
-	// list is answered from the API server's watch cache (drain.NodePods);
-	// a watch is one long-running request, which API priority and
-	// fairness counts only while it starts. Reads only; counted.
+	// of main's tokens, ten seconds of evictions at the default limit. A
+	// watch is one long-running request, which API priority and fairness
+	// counts only while it starts. Reads only; counted.
 	podReads *kube.REST
 }
 

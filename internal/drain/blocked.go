@@ -138,8 +138,6 @@ func (d *Drainer) deleteBlockedPod(ctx context.Context, pod *corev1.Pod, b Block
 	return PodProblem{Namespace: pod.Namespace, Name: pod.Name, Reason: fmt.Sprintf("grace %d s; blocked by: %s", b.Grace, blocker)}, false, nil
 }
 
-// blockerOf names what refused an eviction: the PodDisruptionBudget the
-// API server names in a 429's causes, else its whole answer.
 // throttled reports whether err is a 429 from the API server's own
 // throttling (API priority and fairness, --max-requests-inflight) rather
 // than from a PodDisruptionBudget: an eviction a budget refuses carries
@@ -149,13 +147,8 @@ func throttled(err error) bool {
 	if !apierrors.IsTooManyRequests(err) || strings.Contains(err.Error(), "disruption budget") {
 		return false
 	}
-	var st apierrors.APIStatus
-	if errors.As(err, &st) && st.Status().Details != nil {
-		for _, c := range st.Status().Details.Causes {
-			if c.Type == policyv1.DisruptionBudgetCause {
-				return false
-			}
-		}
+	if _, ok := budgetCause(err); ok {
+		return false
 	}
 	_, suggests := apierrors.SuggestsClientDelay(err)
 	return suggests
@@ -168,14 +161,30 @@ func throttledWait(err error) time.Duration {
 	return time.Duration(max(s, 1)) * time.Second
 }
 
+// blockerOf names what refused an eviction: the PodDisruptionBudget the
+// API server names in a 429's causes, else its whole answer.
 func blockerOf(err error) string {
+	if msg, ok := budgetCause(err); ok && msg != "" {
+		return msg
+	}
+	return err.Error()
+}
+
+// budgetCause returns the message of the DisruptionBudget cause in err's
+// status, the first one with a message if any; ok is false when err
+// carries no such cause.
+func budgetCause(err error) (msg string, ok bool) {
 	var st apierrors.APIStatus
-	if errors.As(err, &st) && st.Status().Details != nil {
-		for _, c := range st.Status().Details.Causes {
-			if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" {
-				return c.Message
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return "", false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			ok = true
+			if c.Message != "" {
+				return c.Message, true
 			}
 		}
 	}
-	return err.Error()
+	return "", ok
 }

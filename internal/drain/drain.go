@@ -67,8 +67,7 @@ type Options struct {
 	// PodReadClient, if set, lists the node's pods and opens the pod
 	// watch a drain waits on for its evicted pods to go: a client with a
 	// rate limiter of its own, so that a thousand drains' lists and
-	// watches do not take two thousand of the evictions' tokens (the list
-	// is answered from the API server's watch cache, NodePods; API
+	// watches do not take two thousand of the evictions' tokens (API
 	// priority and fairness counts a watch only while it starts). nil:
 	// the client evictions use.
 	PodReadClient Client
