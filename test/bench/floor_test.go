@@ -162,8 +162,8 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	}
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
-		APIRequests: Diff(countersBefore.requests, countersAfter.requests), StorageReads: Diff(countersBefore.storage, countersAfter.storage),
-		APF: Diff(countersBefore.apf, countersAfter.apf)}
+		APIRequests: Diff(countersBefore.Requests, countersAfter.Requests), StorageReads: Diff(countersBefore.Storage, countersAfter.Storage),
+		APF: Diff(countersBefore.APF, countersAfter.APF)}
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every

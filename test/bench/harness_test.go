@@ -366,10 +366,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			Nodes:            n,
 			PodsPerNode:      podsPer,
 			SendSeconds:      sendTook.Seconds(),
-			APIRequests:      Diff(countersBefore.requests, countersAfter.requests),
+			APIRequests:      Diff(countersBefore.Requests, countersAfter.Requests),
 			LifeboatRequests: Diff(lbBefore, lbAfter),
-			StorageReads:     Diff(countersBefore.storage, countersAfter.storage),
-			APF:              Diff(countersBefore.apf, countersAfter.apf),
+			StorageReads:     Diff(countersBefore.Storage, countersAfter.Storage),
+			APF:              Diff(countersBefore.APF, countersAfter.APF),
 			PeakRSSMiB:       hwm / 1024,
 			Floor:            floor,
 		}

@@ -70,22 +70,12 @@ func benchIdentity(ctx context.Context, b *testing.B, env *testenv.Env) identity
 	return identity{config: cfg, kubeconfig: kc}
 }
 
-// apiCounters are the API server's counters a run compares before and
-// after it: requests by verb, lists that reached etcd and watches it
-// closed, API Priority and Fairness by level.
-type apiCounters struct{ requests, storage, apf map[string]float64 }
-
-func readAPICounters(ctx context.Context, b *testing.B, env *testenv.Env) apiCounters {
+// readAPICounters reads the API server's counters a run compares before
+// and after it (testenv.APICounters), failing the benchmark if it cannot.
+func readAPICounters(ctx context.Context, b *testing.B, env *testenv.Env) testenv.APICounters {
 	b.Helper()
-	var c apiCounters
-	var err error
-	if c.requests, err = env.APIRequestCounts(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if c.storage, err = env.StorageReadCounts(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if c.apf, err = env.APFCounts(ctx); err != nil {
+	c, err := env.APICounters(ctx)
+	if err != nil {
 		b.Fatal(err)
 	}
 	return c

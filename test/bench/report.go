@@ -71,11 +71,11 @@ type Result struct {
 	// verb over the burst (events excluded, watches included as GET).
 	LifeboatRequests map[string]float64 `json:"lifeboat_requests_by_verb"`
 	// StorageReads is how the API server served lists over the burst, by
-	// resource (testenv.StorageReadCounts): lists sent to etcd, consistent
+	// resource (testenv.APICounters.Storage): lists sent to etcd, consistent
 	// lists the watch cache could not serve in time.
 	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
 	// APF is API Priority and Fairness over the burst by priority level
-	// (testenv.APFCounts): lifeboat, a ServiceAccount in kube-system, is
+	// (testenv.APICounters.APF): lifeboat, a ServiceAccount in kube-system, is
 	// alone in workload-high; the testbed's components are exempt.
 	APF map[string]float64 `json:"apiserver_apf,omitempty"`
 	// RequestsPerNode is the sum of LifeboatRequests over the nodes

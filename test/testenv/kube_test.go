@@ -129,7 +129,7 @@ func TestEnvMinimal(t *testing.T) {
 	}
 }
 
-func TestStorageReadCountsKeys(t *testing.T) {
+func TestStorageCounters(t *testing.T) {
 	raw := []byte(`etcd_requests_total{group="",operation="list",resource="pods"} 4
 etcd_requests_total{group="",operation="get",resource="pods"} 9
 etcd_requests_total{group="",operation="listWithCount",resource="events"} 2
@@ -137,17 +137,17 @@ apiserver_watch_cache_consistent_read_total{fallback="true",group="",resource="p
 apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="pods",success="true"} 70
 apiserver_terminated_watchers_total{group="",resource="pods"} 21
 `)
-	got, err := storageReads(raw)
+	got, err := sumCounters(raw, storageCounters)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"etcd list pods": 4, "cache fallback pods": 3, "terminated watches pods": 21}
 	if !maps.Equal(got, want) {
-		t.Errorf("storageReads = %v, want %v", got, want)
+		t.Errorf("storage counters = %v, want %v", got, want)
 	}
 }
 
-func TestAPFCounts(t *testing.T) {
+func TestAPFCounters(t *testing.T) {
 	raw := []byte(`apiserver_flowcontrol_dispatched_requests_total{flow_schema="kube-system-service-accounts",priority_level="workload-high"} 10
 apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 7
 apiserver_flowcontrol_rejected_requests_total{flow_schema="kube-system-service-accounts",priority_level="workload-high",reason="queue-full"} 2
@@ -155,12 +155,12 @@ apiserver_flowcontrol_rejected_requests_total{flow_schema="kube-system-service-a
 apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 1.5
 apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 10
 `)
-	got, err := apfCounts(raw)
+	got, err := sumCounters(raw, apfCounters)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"dispatched workload-high": 10, "dispatched exempt": 7, "rejected workload-high": 3, "wait-seconds workload-high": 1.5}
 	if !maps.Equal(got, want) {
-		t.Errorf("apfCounts = %v, want %v", got, want)
+		t.Errorf("APF counters = %v, want %v", got, want)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 )
@@ -16,8 +15,10 @@ import (
 // controllers and kwok: compare two readings taken around the code under
 // test rather than absolute values.
 func (e *Env) APIRequestCounts(ctx context.Context) (map[string]float64, error) {
-	return e.apiRequestCounts(ctx, func(l map[string]string) string { return l["verb"] })
+	return e.apiRequestCounts(ctx, byVerb)
 }
+
+func byVerb(l map[string]string) string { return l["verb"] }
 
 // APIRequestCountsByResource is APIRequestCounts keyed by "VERB resource"
 // or "VERB resource/subresource", e.g. "LIST pods", "POST pods/eviction",
@@ -40,46 +41,80 @@ func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) 
 	return sumCounter(raw, "apiserver_request_total", key)
 }
 
-// StorageReadCounts reads how the apiserver served lists, by resource:
-// "etcd list pods" counts the range reads it sent to etcd
-// (etcd_requests_total, operation list: every object of the resource,
-// whatever the field selector; its watch cache's own list at start is one),
-// "cache fallback pods" the consistent lists the watch cache could not
-// serve in time (its 3 s wait) and sent to etcd instead
-// (apiserver_watch_cache_consistent_read_total, fallback="true"). A burst's
-// lists that reach etcd are what grows etcd's memory. "terminated watches
-// pods" counts the watches the watch cache closed because their client
-// fell behind (apiserver_terminated_watchers_total).
-func (e *Env) StorageReadCounts(ctx context.Context) (map[string]float64, error) {
-	raw, err := e.apiMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return storageReads(raw)
+// APICounters are the API server's counters a benchmark compares before
+// and after a run, from one read of its /metrics:
+//
+//   - Requests: apiserver_request_total by verb (APIRequestCounts).
+//   - Storage: how it served lists, by resource. "etcd list pods" counts
+//     the range reads it sent to etcd (etcd_requests_total, operation
+//     list: every object of the resource, whatever the field selector; its
+//     watch cache's own list at start is one); "cache fallback pods" the
+//     consistent lists the watch cache could not serve in time (its 3 s
+//     wait) and sent to etcd instead
+//     (apiserver_watch_cache_consistent_read_total, fallback="true"): a
+//     burst's lists that reach etcd are what grows etcd's memory;
+//     "terminated watches pods" the watches the watch cache closed because
+//     their client fell behind (apiserver_terminated_watchers_total).
+//   - APF: API Priority and Fairness by priority level. "dispatched
+//     <level>" requests let through, "rejected <level>" those turned away
+//     (429), "wait-seconds <level>" the time requests queued before they
+//     ran (summed). The testbed's components are system:masters (the
+//     exempt level): a client running as a ServiceAccount is alone in its
+//     level.
+type APICounters struct {
+	Requests, Storage, APF map[string]float64
 }
 
-func storageReads(raw []byte) (map[string]float64, error) {
+// APICounters reads the API server's counters (APICounters) at once.
+func (e *Env) APICounters(ctx context.Context) (APICounters, error) {
+	raw, err := e.apiMetrics(ctx)
+	if err != nil {
+		return APICounters{}, err
+	}
+	var c APICounters
+	if c.Requests, err = sumCounter(raw, "apiserver_request_total", byVerb); err != nil {
+		return c, err
+	}
+	if c.Storage, err = sumCounters(raw, storageCounters); err != nil {
+		return c, err
+	}
+	c.APF, err = sumCounters(raw, apfCounters)
+	return c, err
+}
+
+// counter is one metric summed into APICounters, keyed by key(labels);
+// a sample whose key is "" is not counted.
+type counter struct {
+	metric string
+	key    func(map[string]string) string
+}
+
+var storageCounters = []counter{
+	{"etcd_requests_total", func(l map[string]string) string {
+		if l["operation"] != "list" {
+			return ""
+		}
+		return "etcd list " + l["resource"]
+	}},
+	{"apiserver_watch_cache_consistent_read_total", func(l map[string]string) string {
+		if l["fallback"] != "true" {
+			return ""
+		}
+		return "cache fallback " + l["resource"]
+	}},
+	{"apiserver_terminated_watchers_total", func(l map[string]string) string { return "terminated watches " + l["resource"] }},
+}
+
+var apfCounters = []counter{
+	{"apiserver_flowcontrol_dispatched_requests_total", func(l map[string]string) string { return "dispatched " + l["priority_level"] }},
+	{"apiserver_flowcontrol_rejected_requests_total", func(l map[string]string) string { return "rejected " + l["priority_level"] }},
+	{"apiserver_flowcontrol_request_wait_duration_seconds_sum", func(l map[string]string) string { return "wait-seconds " + l["priority_level"] }},
+}
+
+// sumCounters sums every counter of cs into one map.
+func sumCounters(raw []byte, cs []counter) (map[string]float64, error) {
 	out := map[string]float64{}
-	for _, c := range []struct {
-		metric string
-		key    func(map[string]string) string // "": not counted
-	}{
-		{"etcd_requests_total", func(l map[string]string) string {
-			if l["operation"] != "list" {
-				return ""
-			}
-			return "etcd list " + l["resource"]
-		}},
-		{"apiserver_watch_cache_consistent_read_total", func(l map[string]string) string {
-			if l["fallback"] != "true" {
-				return ""
-			}
-			return "cache fallback " + l["resource"]
-		}},
-		// Watches the watch cache closed because their client did not keep
-		// up: each one's client lists again.
-		{"apiserver_terminated_watchers_total", func(l map[string]string) string { return "terminated watches " + l["resource"] }},
-	} {
+	for _, c := range cs {
 		m, err := sumCounter(raw, c.metric, c.key)
 		if err != nil {
 			return nil, err
@@ -89,36 +124,6 @@ func storageReads(raw []byte) (map[string]float64, error) {
 		}
 	}
 	delete(out, "")
-	return out, nil
-}
-
-// APFCounts reads API Priority and Fairness's counters by priority level:
-// "dispatched <level>" requests let through, "rejected <level>" those
-// turned away (429), "wait-seconds <level>" the time requests queued
-// before they ran (summed). The testbed's components are system:masters
-// (the exempt level): a client running as a ServiceAccount is alone in its
-// level.
-func (e *Env) APFCounts(ctx context.Context) (map[string]float64, error) {
-	raw, err := e.apiMetrics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return apfCounts(raw)
-}
-
-func apfCounts(raw []byte) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, c := range []struct{ metric, key string }{
-		{"apiserver_flowcontrol_dispatched_requests_total", "dispatched"},
-		{"apiserver_flowcontrol_rejected_requests_total", "rejected"},
-		{"apiserver_flowcontrol_request_wait_duration_seconds_sum", "wait-seconds"},
-	} {
-		m, err := sumCounter(raw, c.metric, func(l map[string]string) string { return c.key + " " + l["priority_level"] })
-		if err != nil {
-			return nil, err
-		}
-		maps.Copy(out, m)
-	}
 	return out, nil
 }
 
