@@ -168,7 +168,8 @@ func histogram(keys []string, m map[string]int) map[int]int {
 }
 
 // auditPolicy logs, once each (when answered), every node PATCH or UPDATE
-// with its body and every pod eviction; nothing else.
+// with its body, every pod eviction, and every pod list and deletion (the
+// drain's timeline, readTimeline); nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -179,6 +180,9 @@ rules:
 - level: Metadata
   verbs: ["create"]
   resources: [{group: "", resources: ["pods/eviction"]}]
+- level: Metadata
+  verbs: ["list", "delete"]
+  resources: [{group: "", resources: ["pods"]}]
 - level: None
 `
 

@@ -318,3 +318,28 @@ func gaugeOr(url, name string) float64 {
 	}
 	return -1
 }
+
+// fleetTimeline reads the drain timeline of fleet f (pods in ns) from the
+// audit log, with the floor's evicted -> deleted when floor ran.
+func fleetTimeline(b *testing.B, auditLog string, f *fleet, ns string, podsPer int, floor *Floor, t0 time.Time) *Timeline {
+	pods := map[string]string{}
+	for _, node := range f.names {
+		for k := range podsPer {
+			pods[podName(node, k)] = node
+		}
+	}
+	floorNS := ""
+	if floor != nil {
+		floorNS = floor.Namespace
+	}
+	log, err := os.Open(auditLog)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer log.Close()
+	tl, err := readTimeline(log, pods, ns, floorNS, t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tl
+}

@@ -21,6 +21,9 @@ type Floor struct {
 	CordonsAnswered float64 `json:"cordons_answered_s"`
 	AllEvicted      float64 `json:"all_evicted_s"`
 	AllGone         float64 `json:"all_pods_gone_s"`
+	// Namespace holds the floor's pods (the audit timeline tells them from
+	// lifeboat's).
+	Namespace string `json:"namespace"`
 	// APIRequests is the API server's apiserver_request_total by verb over
 	// the floor run (every client).
 	APIRequests map[string]float64 `json:"apiserver_requests_by_verb"`
@@ -28,6 +31,8 @@ type Floor struct {
 	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
 	// APF is Result.APF over the floor run.
 	APF map[string]float64 `json:"apiserver_apf,omitempty"`
+	// CPU is Result.CPU over the floor run (first request to last pod gone).
+	CPU map[string]float64 `json:"cpu_s_by_process,omitempty"`
 }
 
 // VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
@@ -68,6 +73,9 @@ func (r *Result) floorTable() string {
 		}
 		if l := apfLine(f.APF); l != "" {
 			fmt.Fprintf(&b, "bare client: API priority and fairness: %s\n", l)
+		}
+		if len(f.CPU) > 0 {
+			fmt.Fprintf(&b, "bare client: CPU seconds, by process: %s\n", cpuLine(f.CPU))
 		}
 		if len(f.StorageReads) > 0 {
 			fmt.Fprintf(&b, "bare client: apiserver lists that reached etcd, watches it closed (all clients): %s\n", storageLine(f.StorageReads))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,10 @@ var floorGrace int64 = 1
 // cordon+taint PATCH, then every Eviction, floorConcurrency at once with no
 // client rate limit. It waits until kwok has deleted every evicted pod,
 // deletes the nodes again and returns the times.
-func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer int) *Floor {
+//
+// With profileSeconds > 0 it writes a CPU profile of the API server over
+// that many seconds from its first request to profilePath.
+func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer, profileSeconds int, profilePath string) *Floor {
 	ns := env.Namespace(b)
 	f := plainFleet(ctx, b, env, ns, fmt.Sprintf("floor-%d", i), n, podsPer)
 	defer func() {
@@ -119,8 +123,18 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 		b.Fatal("floor: pod informer did not sync")
 	}
 	countersBefore := readAPICounters(ctx, b, env)
+	pids := burstProcesses(env, nil, nil)
+	cpuBefore := cpuNow(pids)
 
 	t0 := time.Now()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		if profileSeconds > 0 {
+			profileAPIServer(ctx, b, env, profileSeconds, profilePath)
+		}
+	}()
+	defer func() { <-profiled }()
 	each := func(count int, do func(context.Context, int) error) time.Duration {
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(floorConcurrency)
@@ -152,6 +166,7 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 		mu.Unlock()
 		b.Fatalf("floor: %d of %d evicted pods still there after 10 minutes", still, len(pods.Items))
 	}
+	cpu := cpuSince(cpuBefore, pids)
 	countersAfter := readAPICounters(ctx, b, env)
 	mu.Lock()
 	gone := lastGone.Sub(t0)
@@ -160,10 +175,10 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if notCordoned > 0 {
 		b.Fatalf("floor: the node watch saw %d of %d nodes never cordoned", notCordoned, n)
 	}
-	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency,
+	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency, Namespace: ns,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
 		APIRequests: Diff(countersBefore.Requests, countersAfter.Requests), StorageReads: Diff(countersBefore.Storage, countersAfter.Storage),
-		APF: Diff(countersBefore.APF, countersAfter.APF)}
+		APF: Diff(countersBefore.APF, countersAfter.APF), CPU: cpu}
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every
@@ -241,6 +256,25 @@ func profileCPU(b *testing.B, addr string, seconds int, path string) {
 		return
 	}
 	b.Logf("CPU profile of lifeboat (%d s from the burst's start) written to %s", seconds, path)
+}
+
+// profileAPIServer writes a CPU profile of the testbed's kube-apiserver
+// (its /debug/pprof, on by default) over the next seconds to path, and
+// says so; a failure is logged, not fatal (the run's figures stand).
+func profileAPIServer(ctx context.Context, b *testing.B, env *testenv.Env, seconds int, path string) {
+	data, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		b.Logf("CPU profile of kube-apiserver: %v", err)
+		return
+	}
+	b.Logf("CPU profile of kube-apiserver (%d s) written to %s", seconds, path)
 }
 
 // openSockets counts the sockets a process has open (0 if unreadable).

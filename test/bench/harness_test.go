@@ -67,7 +67,12 @@ const (
 // it). For the Spot kinds it also records when lifeboat had received every
 // message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
 // writes an S-second CPU profile of lifeboat from the burst's start next to
-// the report (<base>.cpu.pprof).
+// the report (<base>.cpu.pprof); LIFEBOAT_BENCH_APISERVER_PROFILE=S one of
+// the API server, from the burst's start (<base>.apiserver.pprof) and from
+// the floor's (<base>.floor.apiserver.pprof). LIFEBOAT_BENCH_AUDIT=1 adds
+// the drains' timeline from the API server's audit log (readTimeline), and
+// keeps the log (<base>.audit.log). Every report gives each process's CPU
+// seconds over the burst and over the floor.
 func BenchmarkInterruptionBurst(b *testing.B) {
 	n := burstNodes(b)
 	podsPer := envInt(b, "LIFEBOAT_BENCH_PODS_PER_NODE", 2)
@@ -87,9 +92,13 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	defer cancel()
 	withFloor := os.Getenv("LIFEBOAT_BENCH_FLOOR") != "0"
 	profileSeconds := envInt(b, "LIFEBOAT_BENCH_PROFILE", 0)
+	apiProfileSeconds := envInt(b, "LIFEBOAT_BENCH_APISERVER_PROFILE", 0)
 	opts := testenv.Options{NoScheduler: true}
+	// LIFEBOAT_BENCH_AUDIT=1 (always with a failover) has the API server
+	// write an audit log (auditPolicy) and the report a per-node timeline
+	// of the drains from it (readTimeline).
 	auditLog := ""
-	if failover != "" {
+	if failover != "" || os.Getenv("LIFEBOAT_BENCH_AUDIT") == "1" {
 		auditLog, opts.APIServerArgs = auditArgs(b)
 	}
 	// New nodes are made without the not-ready taint: the node lifecycle
@@ -141,7 +150,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		var floor *Floor
 		if withFloor && i%len(bins) == 0 {
-			floor = runFloor(ctx, b, env, i, n, podsPer)
+			floor = runFloor(ctx, b, env, i, n, podsPer, apiProfileSeconds, filepath.Join(outDir, baseName+".floor.apiserver.pprof"))
 			fmt.Printf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s (printed at once: a run that dies keeps it)\n",
 				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone)
 		}
@@ -241,6 +250,11 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		// Let lifeboat's informer settle: count only the burst's requests.
 		time.Sleep(2 * time.Second)
 		countersBefore := readAPICounters(ctx, b, env)
+		lbProcs := []*testenv.Process{proc}
+		if lbs != nil {
+			lbProcs = lbs.procs[:]
+		}
+		cpuPids := burstProcesses(env, moto, lbProcs)
 		lbBefore := CountersByLabel(scrape(b, metricsURL), "lifeboat_kube_requests_total", "verb")
 		if lbs != nil {
 			lbBefore = lbs.requests(b)
@@ -295,15 +309,20 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			sendTook = time.Since(t0)
 			close(sendDone)
 		}
+		// From here: for spot-queued the messages are on the queue already
+		// (moto's work to take them is not the burst's).
+		cpuBefore := cpuNow(cpuPids)
 		profiled := make(chan struct{})
+		var profiles sync.WaitGroup
 		if pprofAddr != "" {
-			go func() {
-				defer close(profiled)
-				profileCPU(b, pprofAddr, profileSeconds, filepath.Join(outDir, base+".cpu.pprof"))
-			}()
-		} else {
-			close(profiled)
+			profiles.Go(func() { profileCPU(b, pprofAddr, profileSeconds, filepath.Join(outDir, base+".cpu.pprof")) })
 		}
+		if apiProfileSeconds > 0 {
+			profiles.Go(func() {
+				profileAPIServer(ctx, b, env, apiProfileSeconds, filepath.Join(outDir, base+".apiserver.pprof"))
+			})
+		}
+		go func() { profiles.Wait(); close(profiled) }()
 		deadline := t0.Add(10 * time.Minute)
 		peakSockets, lastCount, lastProgress := 0, time.Time{}, time.Now()
 		for {
@@ -348,6 +367,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if err := os.MkdirAll(outDir, 0o755); err == nil {
 			_ = os.WriteFile(filepath.Join(outDir, base+".metrics.txt"), []byte(lbMetrics), 0o644)
 		}
+		cpu := cpuSince(cpuBefore, cpuPids)
 		countersAfter := readAPICounters(ctx, b, env)
 		_, hwm := procMemory(b, proc.Pid())
 		<-profiled
@@ -359,8 +379,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 
 		res := &Result{
 			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s LIFEBOAT_BENCH_IDENTITY=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
-				kind, n, podsPer, strings.Join(extraArgs, " "), failover, cmp.Or(os.Getenv("LIFEBOAT_BENCH_IDENTITY"), "serviceaccount")),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s LIFEBOAT_BENCH_IDENTITY=%s LIFEBOAT_BENCH_AUDIT=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer, strings.Join(extraArgs, " "), failover, cmp.Or(os.Getenv("LIFEBOAT_BENCH_IDENTITY"), "serviceaccount"), os.Getenv("LIFEBOAT_BENCH_AUDIT")),
 			Kind:             kind,
 			Lifecycle:        f.sim != nil,
 			Nodes:            n,
@@ -370,6 +390,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			LifeboatRequests: Diff(lbBefore, lbAfter),
 			StorageReads:     Diff(countersBefore.Storage, countersAfter.Storage),
 			APF:              Diff(countersBefore.APF, countersAfter.APF),
+			CPU:              cpu,
 			PeakRSSMiB:       hwm / 1024,
 			Floor:            floor,
 		}
@@ -404,13 +425,24 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		res.Summarize()
 		if lbs != nil {
 			res.Failover = lbs.report(ctx, b, t0, res, f, ns, auditLog, moto.Endpoint, stack.QueueURL, moved, podsPer)
+		} else if auditLog != "" {
+			res.Timeline = fleetTimeline(b, auditLog, f, ns, podsPer, floor, t0)
 		}
 		if err := writeReport(outDir, base, res); err != nil {
 			b.Error(err)
 		}
-		if lbs == nil { // lifeboat's log beside the report (the test's directory goes)
-			if raw, err := os.ReadFile(proc.LogPath); err == nil {
-				_ = os.WriteFile(filepath.Join(outDir, base+".lifeboat.log"), raw, 0o644)
+		// lifeboat's log and the audit log beside the report (the test's
+		// directory goes).
+		keep := map[string]string{}
+		if lbs == nil {
+			keep[".lifeboat.log"] = proc.LogPath
+		}
+		if auditLog != "" {
+			keep[".audit.log"] = auditLog
+		}
+		for suffix, path := range keep {
+			if raw, err := os.ReadFile(path); err == nil {
+				_ = os.WriteFile(filepath.Join(outDir, base+suffix), raw, 0o644)
 			}
 		}
 		fmt.Printf("\n%s(written to %s)\n", res.Table(), outDir)

@@ -6,6 +6,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -81,6 +82,10 @@ type Result struct {
 	// RequestsPerNode is the sum of LifeboatRequests over the nodes
 	// drained (0: none drained).
 	RequestsPerNode float64 `json:"lifeboat_requests_per_drained_node"`
+	// CPU is each process's CPU seconds over the burst (the API server,
+	// etcd, kwok, moto, lifeboat, the harness...): the machine's cores are
+	// shared, so where the testbed is the bound this says which part.
+	CPU map[string]float64 `json:"cpu_s_by_process,omitempty"`
 	// PeakRSSMiB is lifeboat's VmHWM at the end of the burst.
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	// AllReceived is first message sent -> lifeboat had received every
@@ -91,7 +96,10 @@ type Result struct {
 	Floor   *Floor   `json:"floor,omitempty"`
 	VsFloor *VsFloor `json:"lifeboat_vs_floor,omitempty"`
 	// Failover is what a failover run measured (nil: one replica).
-	Failover *Failover   `json:"failover,omitempty"`
+	Failover *Failover `json:"failover,omitempty"`
+	// Timeline is each node's drain step by step from the API server's
+	// audit log (nil: LIFEBOAT_BENCH_AUDIT not set).
+	Timeline *Timeline   `json:"timeline,omitempty"`
 	PerNode  []NodeTimes `json:"per_node"`
 }
 
@@ -215,9 +223,13 @@ func (r *Result) Table() string {
 	if l := apfLine(r.APF); l != "" {
 		fmt.Fprintf(&b, "API priority and fairness: %s\n", l)
 	}
+	if len(r.CPU) > 0 {
+		fmt.Fprintf(&b, "CPU seconds over the burst, by process: %s\n", cpuLine(r.CPU))
+	}
 	fmt.Fprintf(&b, "\nlifeboat peak RSS (VmHWM): %.1f MiB\n", r.PeakRSSMiB)
 	b.WriteString(r.floorTable())
 	b.WriteString(r.failoverTable())
+	b.WriteString(r.timelineTable())
 	if r.Command != "" {
 		fmt.Fprintf(&b, "command: %s\n", r.Command)
 	}
@@ -410,4 +422,19 @@ func apfLine(m map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.0f dispatched, %.0f rejected (429), mean queue wait %.0f ms", l, d, r, mean))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// cpuLine is CPU seconds by process, most first, e.g. "kube-apiserver
+// 12.3, moto 8.1, total 24.0".
+func cpuLine(cpu map[string]float64) string {
+	names := slices.SortedFunc(maps.Keys(cpu), func(a, b string) int {
+		return cmp.Or(cmp.Compare(cpu[b], cpu[a]), cmp.Compare(a, b))
+	})
+	parts := make([]string, 0, len(names)+1)
+	var total float64
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.1f", n, cpu[n]))
+		total += cpu[n]
+	}
+	return strings.Join(append(parts, fmt.Sprintf("total %.1f", total)), ", ")
 }

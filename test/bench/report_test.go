@@ -195,8 +195,8 @@ func TestReportFloor(t *testing.T) {
 		not   []string
 	}{{
 		name: "floor and receiving measured",
-		res: Result{Nodes: 2, PodsPerNode: 2, AllReceived: 0.4,
-			Floor: &Floor{Nodes: 2, Pods: 4, Concurrency: 32, AllCordoned: 0.5, AllEvicted: 1, AllGone: 2.5},
+		res: Result{Nodes: 2, PodsPerNode: 2, AllReceived: 0.4, CPU: map[string]float64{"moto": 2, "kube-apiserver": 3.25, "etcd": 0.5},
+			Floor: &Floor{Nodes: 2, Pods: 4, Concurrency: 32, AllCordoned: 0.5, AllEvicted: 1, AllGone: 2.5, CPU: map[string]float64{"kwok": 1}},
 			PerNode: []NodeTimes{
 				{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 2},
 				{Name: "b", Sent: 0, Cordoned: 1, Drained: 5},
@@ -206,6 +206,8 @@ func TestReportFloor(t *testing.T) {
 			"lifeboat received all 2 messages at 0.40 s",
 			"bare client (32 requests at once, no rate limit; 2 nodes, 4 pods): all cordoned 0.50 s, all evicted 1.00 s, all pods gone 2.50 s",
 			"lifeboat / bare client: all cordoned 2.00 x, all drained 2.00 x (pods gone)",
+			"CPU seconds over the burst, by process: kube-apiserver 3.2, moto 2.0, etcd 0.5, total 5.8",
+			"bare client: CPU seconds, by process: kwok 1.0, total 1.0",
 		},
 	}, {
 		name: "lifeboat drained nothing: no drain ratio",
@@ -219,7 +221,7 @@ func TestReportFloor(t *testing.T) {
 		name:  "no floor",
 		res:   Result{Nodes: 1, PodsPerNode: 1, PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1}}},
 		table: []string{"peak RSS"},
-		not:   []string{"bare client", "received"},
+		not:   []string{"bare client", "received", "CPU seconds"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
