@@ -13,7 +13,9 @@ import (
 // give evicted -> deleted.
 func TestReadTimeline(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
-	at := func(s float64) string { return t0.Add(time.Duration(s * float64(time.Second))).Format(time.RFC3339Nano) }
+	at := func(s float64) string {
+		return t0.Add(time.Duration(s * float64(time.Second))).Format(time.RFC3339Nano)
+	}
 	ev := func(verb, ua, ref, uri string, code int, recv, ans float64, body string) string {
 		if body == "" {
 			body = "null"
