@@ -106,6 +106,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	// nodes up in 17 minutes (kwok's nodes are Ready at once; no
 	// scheduler, so no pod waits for it).
 	opts.APIServerArgs = append(opts.APIServerArgs, "--disable-admission-plugins=TaintNodesByCondition")
+	if apiProfileSeconds > 0 {
+		opts.APIServerArgs = append(opts.APIServerArgs, "--profiling=true") // testenv turns it off
+	}
 	env, moto, bin, dir := testbed(b, opts)
 	procEnv := testenv.AWSEnv()
 	pprofAddr := ""

@@ -223,5 +223,12 @@ func (r *Result) timelineTable() string {
 	if f := tl.FloorEvictedToGone; f != nil {
 		fmt.Fprintf(&b, "floor: eviction answered -> pod deleted p50 %.2f s, p90 %.2f s, max %.2f s\n", f.P50, f.P90, f.Max)
 	}
+	// lifeboat's own part ends when its last eviction is accepted; what
+	// follows is the kubelets' (here kwok's) shutdown of the pods.
+	for _, s := range tl.Steps {
+		if s.Name == "evicted" && s.At.Max > 0 && r.Floor != nil && r.Floor.AllEvicted > 0 {
+			fmt.Fprintf(&b, "every eviction accepted at %.2f s: %.2f x the bare client's %.2f s\n", s.At.Max, s.At.Max/r.Floor.AllEvicted, r.Floor.AllEvicted)
+		}
+	}
 	return b.String()
 }

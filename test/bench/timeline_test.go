@@ -79,8 +79,11 @@ func TestReadTimeline(t *testing.T) {
 	if tl.FloorEvictedToGone == nil || !near(tl.FloorEvictedToGone.P50, 1.5) {
 		t.Errorf("floor evicted -> gone %v, want 1.5 s", tl.FloorEvictedToGone)
 	}
-	if s := (&Result{Timeline: tl}).timelineTable(); !strings.Contains(s, "pods deleted") || !strings.Contains(s, "201: 2, 429: 1") {
+	if s := (&Result{Timeline: tl}).timelineTable(); !strings.Contains(s, "pods deleted") || !strings.Contains(s, "201: 2, 429: 1") || strings.Contains(s, "bare client") {
 		t.Errorf("table:\n%s", s)
+	}
+	if s := (&Result{Timeline: tl, Floor: &Floor{AllEvicted: 3.5}}).timelineTable(); !strings.Contains(s, "every eviction accepted at 7.00 s: 2.00 x the bare client's 3.50 s") {
+		t.Errorf("table with a floor:\n%s", s)
 	}
 }
 

@@ -29,7 +29,32 @@ const (
 	ShutdownAnnotation = "lifeboat.test/shutdown-seconds"
 )
 
-// kwokConfig concatenates the embedded Stages into one multi-document file.
+// kwokOptions is kwok's own configuration. podPlayStageParallelism: each
+// real kubelet ends its own pods, in parallel with every other node's;
+// kwok, one process playing every node, moves 4 pods through their stages
+// at a time by default, so a 1,000-node burst's deletions queued behind
+// each other, 4 per API round trip (docs/benchmarks.md, "Where a storm's
+// time goes": evicted -> deleted 9-12 s at p50 while the API server was
+// busy). 64 at a time keeps kwok from being the bound. kwok (v0.8.0)
+// applies no defaults to a configuration it is given, so every option
+// with one is written out, at its default but the one.
+const kwokOptions = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 64
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+  enableDebuggingHandlers: true
+  enableContentionProfiling: false
+  enableProfilingHandler: true
+  manageAllNodes: false
+`
+
+// kwokConfig is kwokOptions and the embedded Stages, one multi-document
+// file.
 func kwokConfig() ([]byte, error) {
 	names, err := fs.Glob(stageFS, "stages/*.yaml")
 	if err != nil {
@@ -37,6 +62,7 @@ func kwokConfig() ([]byte, error) {
 	}
 	sort.Strings(names)
 	var buf bytes.Buffer
+	buf.WriteString("---\n" + kwokOptions)
 	for _, n := range names {
 		b, err := stageFS.ReadFile(n)
 		if err != nil {
