@@ -13,6 +13,8 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/asg"
 	"lifeboat.dev/lifeboat/internal/controller"
@@ -21,6 +23,7 @@ import (
 	"lifeboat.dev/lifeboat/internal/lbdrain/poll"
 	"lifeboat.dev/lifeboat/internal/nodes"
 	"lifeboat.dev/lifeboat/internal/outofservice"
+	"lifeboat.dev/lifeboat/internal/podwatch"
 	"lifeboat.dev/lifeboat/internal/rebootmark"
 	"lifeboat.dev/lifeboat/internal/rebootwatch"
 	"lifeboat.dev/lifeboat/internal/source/sqs"
@@ -74,6 +77,9 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		HandBack:  handBackClient,
 	})
 	a.replacer = newReplacer(a, cs)
+	// One shared pod watch serves every drain's wait (a burst's thousand
+	// drains are one watch); IMDS mode drains one node and keeps its own.
+	a.podWatch = podwatch.New(a.kube.podReads.Pods(metav1.NamespaceAll).Watch, clock.RealClock{}, a.log)
 	drainer := a.drainer(index)
 	deps := a.deps(index, drainer)
 	var asgClient *asg.Client

@@ -96,7 +96,8 @@ type app struct {
 	stopEvents func()
 	notifier   *notify.Webhook // nil: no webhook
 	ready      *readiness.State
-	replacer   drain.Replacer // --replacement-first (queue mode); nil: off
+	replacer   drain.Replacer       // --replacement-first (queue mode); nil: off
+	podWatch   drain.NodePodWatcher // the shared pod watch (queue mode); nil: each drain its own
 }
 
 func newApp(ctx context.Context, cfg config.Config, log *slog.Logger) (*app, error) {
@@ -165,7 +166,7 @@ func (a *app) drainer(index *nodes.Index) *drain.Drainer {
 		Backoff: a.cfg.EvictionBackoff, Margin: a.cfg.DeadlineMargin, ForceDeleteAtDeadline: a.cfg.ForceDeleteAtDeadline,
 		DeleteBlocked: a.cfg.DeleteBlockedPods, AnnotatePods: a.cfg.AnnotatePods,
 		TerminatingCondition: a.cfg.TerminatingCondition, Recorder: a.recorder,
-		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes, PodReadClient: a.kube.podReads,
+		Skip: a.skipOwn, DryRun: a.cfg.DryRun, NodeCache: index.ByName, NodeClient: a.kube.nodes, PodReadClient: a.kube.podReads, PodWatch: a.podWatch,
 		Actions: drain.Actions{PodGrace: a.cfg.PodGracePeriod, NodeGrace: a.cfg.NodeGracePeriod, TaintEffect: corev1.TaintEffect(a.cfg.TaintEffect),
 			ExcludeFromLB: a.cfg.ExcludeFromLB},
 		Replacer: a.replacer,

@@ -71,6 +71,11 @@ type Options struct {
 	// priority and fairness counts a watch only while it starts). nil:
 	// the client evictions use.
 	PodReadClient Client
+	// PodWatch, if set, serves the wait's pod events from one shared
+	// watch (internal/podwatch, queue mode): a thousand drains are one
+	// watch, not a thousand. nil, or a node it cannot serve: the drain
+	// watches its node through PodReadClient.
+	PodWatch NodePodWatcher
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of the grace
 	// period it got (Actions.PodGrace when set, else its own; counted from
@@ -92,6 +97,7 @@ type Drainer struct {
 	client  Client // pods and evictions
 	nodes   Client // node reads and writes
 	reads   Client // the node's pod list and the wait's pod watch
+	watches NodePodWatcher
 	clock   clock.WithTicker
 	log     *slog.Logger
 	backoff time.Duration
@@ -132,7 +138,7 @@ func New(client Client, clk clock.WithTicker, log *slog.Logger, o Options) *Drai
 	if o.PodReadClient == nil {
 		o.PodReadClient = client
 	}
-	d := &Drainer{client: client, nodes: o.NodeClient, reads: o.PodReadClient, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
+	d := &Drainer{client: client, nodes: o.NodeClient, reads: o.PodReadClient, watches: o.PodWatch, clock: clk, log: log, backoff: o.Backoff, margin: o.Margin,
 		force: o.ForceDeleteAtDeadline, skip: o.Skip, parallel: o.Parallel, dryRun: o.DryRun, cache: o.NodeCache,
 		stuckAfter: o.StuckAfter, acts: o.Actions, deleteBlocked: o.DeleteBlocked, recorder: o.Recorder,
 		annotatePods: o.AnnotatePods, condition: o.TerminatingCondition, replacer: o.Replacer}

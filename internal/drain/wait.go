@@ -113,7 +113,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		if !ok {
 			return
 		}
-		wp.pod = *p // its finalizers, for a report
+		refresh(&wp.pod, p)
 		if reason, done := finishedReason(p); done {
 			res.finished = append(res.finished, PodProblem{Namespace: p.Namespace, Name: p.Name, Reason: reason})
 			gone(p.UID)
@@ -159,9 +159,7 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 				rv = list.ResourceVersion
 			}
 			var err error
-			w, err = d.reads.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
-				FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
-			})
+			w, err = d.watchNode(ctx, node, sel, rv)
 			rv = "" // after this watch, list again
 			if err != nil {
 				// Canceled here as anywhere else: the pods not seen gone
@@ -230,6 +228,36 @@ func (d *Drainer) waitGone(ctx context.Context, node string, pods []corev1.Pod, 
 		stopTimer(timer)
 	}
 	return res, nil
+}
+
+// NodePodWatcher hands out a node's pod events from a shared watch
+// (internal/podwatch.Hub): Added, Modified and Deleted after fromRV, with
+// at least what refresh reads of each pod. ok is false when it cannot
+// serve the node; its channel closes when the shared watch lost its
+// place, as a per-node watch's does.
+type NodePodWatcher interface {
+	WatchNode(node, fromRV string) (w watch.Interface, ok bool)
+}
+
+// watchNode watches node's pods from rv: through the shared watch when
+// there is one and it can, else with a watch of the node's own.
+func (d *Drainer) watchNode(ctx context.Context, node, sel, rv string) (watch.Interface, error) {
+	if d.watches != nil {
+		if w, ok := d.watches.WatchNode(node, rv); ok {
+			return w, nil
+		}
+	}
+	return d.reads.Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{
+		FieldSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true,
+	})
+}
+
+// refresh takes what the wait reports of a pod from its latest state
+// (src, from a watch event): its deletion, finalizers and phase.
+func refresh(dst, src *corev1.Pod) {
+	dst.ResourceVersion, dst.Finalizers = src.ResourceVersion, src.Finalizers
+	dst.DeletionTimestamp, dst.DeletionGracePeriodSeconds = src.DeletionTimestamp, src.DeletionGracePeriodSeconds
+	dst.Status.Phase = src.Status.Phase
 }
 
 // deleteDue deletes the waiting pods whose BlockedDelete is due at now;
