@@ -405,7 +405,8 @@ func TestCordonWithStaleCache(t *testing.T) {
 // waitGone watches from the resourceVersion of the list the pods came from
 // (no second list); from a version the API server no longer has, it lists
 // and watches anew. Either way it sees every deletion, including one that
-// happened before it started watching.
+// happened before it started watching; on a watch of its node's own and on
+// queue mode's shared pod watch (internal/podwatch) alike.
 func TestWaitGoneFromListVersion(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -416,33 +417,47 @@ func TestWaitGoneFromListVersion(t *testing.T) {
 		{name: "a compacted version", rv: func(string) string { return "1" }},
 		{name: "none", rv: func(string) string { return "" }},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := ctxT(t, time.Minute)
-			ns := env.Namespace(t)
-			node := newNode(t)
-			early := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node})
-			late := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
-			list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// One pod is gone before the watch starts, the other while it runs.
-			zero := int64(0)
-			if err := env.Client.CoreV1().Pods(ns).Delete(ctx, early.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-				t.Fatal(err)
-			}
-			if err := env.Client.CoreV1().Pods(ns).Delete(ctx, late.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			left, err := newDrainer(drain.Options{}).WaitGone(ctx, node, list.Items, tt.rv(list.ResourceVersion), time.Now().Add(30*time.Second))
-			if err != nil || left != 0 {
-				t.Fatalf("WaitGone = %d, %v; want 0 left", left, err)
-			}
-			if podExists(t, ctx, early) || podExists(t, ctx, late) {
-				t.Error("WaitGone returned while a pod still exists")
-			}
-		})
+	for _, shared := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s shared=%v", tt.name, shared), func(t *testing.T) {
+				t.Parallel()
+				waitGoneFromListVersion(t, tt.rv, shared)
+			})
+		}
+	}
+}
+
+func waitGoneFromListVersion(t *testing.T, rv func(listRV string) string, shared bool) {
+	ctx := ctxT(t, time.Minute)
+	ns := env.Namespace(t)
+	node := newNode(t)
+	early := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node})
+	late := newPod(t, ctx, testenv.PodSpec{Namespace: ns, Node: node, ShutdownAfter: time.Second})
+	list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One pod is gone before the watch starts, the other while it runs.
+	zero := int64(0)
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, early.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, late.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := drain.Options{}
+	var counter *watchCounter
+	if shared {
+		o.PodReadClient, o.PodWatch, counter = sharedReads(t)
+	}
+	left, err := newDrainer(o).WaitGone(ctx, node, list.Items, rv(list.ResourceVersion), time.Now().Add(30*time.Second))
+	if err != nil || left != 0 {
+		t.Fatalf("WaitGone = %d, %v; want 0 left", left, err)
+	}
+	if podExists(t, ctx, early) || podExists(t, ctx, late) {
+		t.Error("WaitGone returned while a pod still exists")
+	}
+	if counter != nil && counter.watches.Load() == 0 {
+		t.Error("no pod watch opened: the wait did not use the shared watch")
 	}
 }

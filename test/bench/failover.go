@@ -111,7 +111,7 @@ func countWrites(log io.Reader, nodes []string, pods map[string]string, ns strin
 	for _, n := range nodes {
 		mine[n] = true
 	}
-	cordons, others, evictions := map[string]int{}, map[string]int{}, map[string]int{}
+	cordonsOf, others, evictions := map[string]int{}, map[string]int{}, map[string]int{}
 	w := Writes{Codes: map[string]int{}}
 	sc := bufio.NewScanner(log)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
@@ -131,14 +131,8 @@ func countWrites(log io.Reader, nodes []string, pods map[string]string, ns strin
 			if !ok {
 				continue
 			}
-			var p struct {
-				Spec struct {
-					Unschedulable *bool `json:"unschedulable"`
-				} `json:"spec"`
-			}
-			_ = json.Unmarshal(e.RequestObject, &p)
-			if p.Spec.Unschedulable != nil && *p.Spec.Unschedulable {
-				cordons[ref.Name]++
+			if cordons(e.RequestObject) {
+				cordonsOf[ref.Name]++
 			} else {
 				others[ref.Name]++
 			}
@@ -152,10 +146,21 @@ func countWrites(log io.Reader, nodes []string, pods map[string]string, ns strin
 	if err := sc.Err(); err != nil {
 		return w, fmt.Errorf("audit log: %w", err)
 	}
-	w.CordonPatches = histogram(nodes, cordons)
+	w.CordonPatches = histogram(nodes, cordonsOf)
 	w.OtherPatches = histogram(nodes, others)
 	w.Evictions = histogram(slices.Sorted(maps.Keys(pods)), evictions)
 	return w, nil
+}
+
+// cordons reports whether a node PATCH's body sets spec.unschedulable.
+func cordons(body json.RawMessage) bool {
+	var p struct {
+		Spec struct {
+			Unschedulable *bool `json:"unschedulable"`
+		} `json:"spec"`
+	}
+	_ = json.Unmarshal(body, &p)
+	return p.Spec.Unschedulable != nil && *p.Spec.Unschedulable
 }
 
 // histogram counts keys by their count in m (0 for a key not in m).

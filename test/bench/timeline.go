@@ -141,13 +141,7 @@ func readTimeline(log io.Reader, pods map[string]string, ns, floorNS string, t0 
 			if !mineNode {
 				continue
 			}
-			var p struct {
-				Spec struct {
-					Unschedulable *bool `json:"unschedulable"`
-				} `json:"spec"`
-			}
-			_ = json.Unmarshal(e.RequestObject, &p)
-			if p.Spec.Unschedulable != nil && *p.Spec.Unschedulable {
+			if cordons(e.RequestObject) {
 				earliest(&t[0], e.Answered)
 			} else {
 				t[5] = e.Answered
