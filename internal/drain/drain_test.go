@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"lifeboat.dev/lifeboat/internal/drain"
@@ -43,10 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "starting the test environment:", err)
 		os.Exit(1)
 	}
-	rc := rest.CopyConfig(env.Config)
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	if client, err = kube.NewREST(rc); err != nil {
+	if client, err = kube.NewREST(protobufConfig()); err != nil {
 		fmt.Fprintln(os.Stderr, "kubernetes client:", err)
 		env.Close()
 		os.Exit(1)

@@ -37,7 +37,7 @@ func (c *watchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 func sharedReads(t *testing.T) (*kube.REST, *podwatch.Hub, *watchCounter) {
 	t.Helper()
 	counter := &watchCounter{}
-	rc := rest.CopyConfig(client0Config())
+	rc := protobufConfig()
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
 	reads, err := kube.NewREST(rc)
 	if err != nil {
@@ -46,7 +46,9 @@ func sharedReads(t *testing.T) (*kube.REST, *podwatch.Hub, *watchCounter) {
 	return reads, podwatch.New(reads.Pods(metav1.NamespaceAll).Watch, clock.RealClock{}, quiet), counter
 }
 
-func client0Config() *rest.Config {
+// protobufConfig is the drainer's client configuration: lifeboat's
+// protobuf, against the testbed's API server.
+func protobufConfig() *rest.Config {
 	rc := rest.CopyConfig(env.Config)
 	rc.ContentType = "application/vnd.kubernetes.protobuf"
 	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

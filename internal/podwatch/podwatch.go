@@ -1,14 +1,13 @@
 // Package podwatch shares one watch of every pod among the drains in
 // flight (queue mode). A drain waits for its evicted pods to go by watching
 // its node's pods from the resourceVersion of its list. A thousand drains at
-// once were a thousand watches: more streams than an API server allows on
-// one HTTP/2 connection (250 by default), so the client dialed a TLS
-// connection for nearly each of them (1,100-1,750 sockets in a 1,000-node
-// burst, a fifth of lifeboat's CPU in handshakes), and each watch started
-// by replaying, through its own filter, every pod event since its list
-// (docs/benchmarks.md, "Where a storm's CPU goes"). The Hub runs one watch
-// of all pods while any drain is subscribed and hands each drain its node's
-// events, from the resourceVersion of that drain's list.
+// once were a thousand watches, each starting by replaying, through its own
+// filter, every pod event since its list (7.6 % of the API server's CPU in
+// a 1,000-node burst), and every other pod watcher (kubelets, controllers)
+// saw the storm's pod events seconds later (docs/benchmarks.md, "Where a
+// storm's time goes"). The Hub runs one watch of all pods while any drain
+// is subscribed and hands each drain its node's events, from the
+// resourceVersion of that drain's list.
 //
 // A client-go informer would do the sharing but keeps every pod of the
 // cluster in memory (100,000 pods at 5,000 nodes); the Hub keeps only the
@@ -83,7 +82,7 @@ func New(watch WatchFunc, clk clock.WithDelayedExecution, log *slog.Logger) *Hub
 
 // WatchNode returns the events of node's pods after resourceVersion fromRV
 // (that of the drain's list), as a per-node watch would: Added, Modified
-// and Deleted with slim pods (Slim), in order. ok is false when the hub
+// and Deleted with slim pods (slim), in order. ok is false when the hub
 // cannot serve it (fromRV is not a number, or older than the events it
 // kept): the caller watches the node itself. The result channel closes
 // when the hub's watch lost its place (410 Gone): the caller lists again
@@ -130,7 +129,7 @@ func (h *Hub) loop(ctx context.Context, run *struct{}, rv uint64) {
 	for ctx.Err() == nil {
 		w, err := h.watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatUint(rv, 10), AllowWatchBookmarks: true})
 		if err != nil {
-			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			if gone(err) {
 				h.reset(run, "the shared pod watch's resourceVersion is gone")
 				return
 			}
@@ -138,10 +137,10 @@ func (h *Hub) loop(ctx context.Context, run *struct{}, rv uint64) {
 				h.log.Warn("opening the shared pod watch failed", "error", err.Error())
 			}
 		} else {
-			var gone bool
-			rv, gone = h.consume(ctx, run, w, rv)
+			var lost bool
+			rv, lost = h.consume(ctx, run, w, rv)
 			w.Stop()
-			if gone {
+			if lost {
 				h.reset(run, "the shared pod watch's resourceVersion is gone")
 				return
 			}
@@ -166,8 +165,7 @@ func (h *Hub) consume(ctx context.Context, run *struct{}, w watch.Interface, rv 
 			}
 			switch ev.Type {
 			case watch.Error:
-				err := apierrors.FromObject(ev.Object)
-				return rv, apierrors.IsGone(err) || apierrors.IsResourceExpired(err)
+				return rv, gone(apierrors.FromObject(ev.Object))
 			case watch.Bookmark, watch.Added, watch.Modified, watch.Deleted:
 				pod, isPod := ev.Object.(*corev1.Pod)
 				if !isPod {
@@ -179,12 +177,16 @@ func (h *Hub) consume(ctx context.Context, run *struct{}, w watch.Interface, rv 
 				}
 				rv = max(rv, v)
 				if ev.Type != watch.Bookmark {
-					h.dispatch(run, event{typ: ev.Type, rv: v, node: pod.Spec.NodeName, pod: Slim(pod)})
+					h.dispatch(run, event{typ: ev.Type, rv: v, node: pod.Spec.NodeName, pod: slim(pod)})
 				}
 			}
 		}
 	}
 }
+
+// gone reports whether err says the version the watch asked for is no
+// longer there (410 Gone, or Expired).
+func gone(err error) bool { return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) }
 
 // dispatch keeps e and hands it to its node's subscribers.
 func (h *Hub) dispatch(run *struct{}, e event) {
@@ -257,9 +259,9 @@ func (h *Hub) remove(s *Sub) {
 	h.idle = t
 }
 
-// Slim is the part of a pod a drain's wait reads: its identity, deletion,
+// slim is the part of a pod a drain's wait reads: its identity, deletion,
 // finalizers, node and phase. The hub keeps and hands out only this.
-func Slim(p *corev1.Pod) *corev1.Pod {
+func slim(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Finalizers: p.Finalizers, DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds},

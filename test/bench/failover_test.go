@@ -279,12 +279,7 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 			out.Warnings[string(rune('a'+k))] = logWarnings(string(log))
 		}
 	}
-	pods := map[string]string{}
-	for _, node := range f.names {
-		for k := range podsPer {
-			pods[podName(node, k)] = node
-		}
-	}
+	pods := f.pods(podsPer)
 	log, err := os.Open(auditLog)
 	if err != nil {
 		b.Fatal(err)
@@ -322,12 +317,7 @@ func gaugeOr(url, name string) float64 {
 // fleetTimeline reads the drain timeline of fleet f (pods in ns) from the
 // audit log, with the floor's evicted -> deleted when floor ran.
 func fleetTimeline(b *testing.B, auditLog string, f *fleet, ns string, podsPer int, floor *Floor, t0 time.Time) *Timeline {
-	pods := map[string]string{}
-	for _, node := range f.names {
-		for k := range podsPer {
-			pods[podName(node, k)] = node
-		}
-	}
+	pods := f.pods(podsPer)
 	floorNS := ""
 	if floor != nil {
 		floorNS = floor.Namespace
@@ -342,4 +332,16 @@ func fleetTimeline(b *testing.B, auditLog string, f *fleet, ns string, podsPer i
 		b.Fatal(err)
 	}
 	return tl
+}
+
+// pods maps the name of each of the fleet's pods (podsPer a node) to its
+// node.
+func (f *fleet) pods(podsPer int) map[string]string {
+	pods := map[string]string{}
+	for _, node := range f.names {
+		for k := range podsPer {
+			pods[podName(node, k)] = node
+		}
+	}
+	return pods
 }
