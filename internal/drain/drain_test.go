@@ -453,7 +453,7 @@ func waitGoneFromListVersion(t *testing.T, rv func(listRV string) string, shared
 	if podExists(t, ctx, early) || podExists(t, ctx, late) {
 		t.Error("WaitGone returned while a pod still exists")
 	}
-	if counter != nil && counter.watches.Load() == 0 {
+	if counter != nil && counter.whole.Load() == 0 {
 		t.Error("no pod watch opened: the wait did not use the shared watch")
 	}
 }

@@ -19,15 +19,19 @@ import (
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
-// watchCounter counts the pod watches a client opens.
+// watchCounter counts the pod watches a client opens, and those of every
+// pod (no field selector: the shared watch's).
 type watchCounter struct {
-	rt      http.RoundTripper
-	watches atomic.Int64
+	rt             http.RoundTripper
+	watches, whole atomic.Int64
 }
 
 func (c *watchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/pods") && r.URL.Query().Get("watch") == "true" {
 		c.watches.Add(1)
+		if r.URL.Query().Get("fieldSelector") == "" {
+			c.whole.Add(1)
+		}
 	}
 	return c.rt.RoundTrip(r)
 }
@@ -90,7 +94,7 @@ func TestDrainsShareOnePodWatch(t *testing.T) {
 			t.Errorf("pod %s still exists after its drain", p.Name)
 		}
 	}
-	if n := counter.watches.Load(); n != 1 {
-		t.Errorf("%d pod watches opened for %d drains, want the one shared watch", n, nodes)
+	if n, whole := counter.watches.Load(), counter.whole.Load(); n != 1 || whole != 1 {
+		t.Errorf("%d pod watches opened for %d drains (%d of every pod), want the one shared watch", n, nodes, whole)
 	}
 }
