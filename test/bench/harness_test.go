@@ -382,8 +382,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 
 		res := &Result{
 			Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s LIFEBOAT_BENCH_IDENTITY=%s LIFEBOAT_BENCH_AUDIT=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
-				kind, n, podsPer, strings.Join(extraArgs, " "), failover, cmp.Or(os.Getenv("LIFEBOAT_BENCH_IDENTITY"), "serviceaccount"), os.Getenv("LIFEBOAT_BENCH_AUDIT")),
+			Command: fmt.Sprintf("LIFEBOAT_BENCH_KIND=%s LIFEBOAT_BENCH_NODES=%d LIFEBOAT_BENCH_PODS_PER_NODE=%d LIFEBOAT_BENCH_ARGS=%q LIFEBOAT_BENCH_FAILOVER=%s LIFEBOAT_BENCH_IDENTITY=%s LIFEBOAT_BENCH_FLOWSCHEMAS=%s LIFEBOAT_BENCH_AUDIT=%s go test -run '^$' -bench InterruptionBurst -benchtime 1x ./test/bench/",
+				kind, n, podsPer, strings.Join(extraArgs, " "), failover, cmp.Or(os.Getenv("LIFEBOAT_BENCH_IDENTITY"), "serviceaccount"), cmp.Or(os.Getenv("LIFEBOAT_BENCH_FLOWSCHEMAS"), "1"), os.Getenv("LIFEBOAT_BENCH_AUDIT")),
 			Kind:             kind,
 			Lifecycle:        f.sim != nil,
 			Nodes:            n,

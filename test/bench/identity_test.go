@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -33,11 +37,15 @@ type identity struct {
 // default, what the chart installs: the ServiceAccount lifeboat in
 // kube-system, whose requests API Priority and Fairness puts in the
 // workload-high priority level (flow schema kube-system-service-accounts),
-// as on any cluster. It is bound to cluster-admin: what it may do does not
-// change what APF lets through. LIFEBOAT_BENCH_IDENTITY=admin runs both
-// as the testbed's admin (system:masters, which APF exempts), as every
-// figure in docs/benchmarks.md measured before 2026-11-27 did. Each call
-// requests a new token (they last an hour).
+// as on any cluster, and the chart's FlowSchemas for it (its node writes
+// a flow of their own; docs/operations.md#api-priority-and-fairness).
+// LIFEBOAT_BENCH_FLOWSCHEMAS=0 leaves the FlowSchemas out (the chart's
+// flowSchemas.create=false, and every run before 2026-11-27 09:00 UTC). It is
+// bound to cluster-admin: what it may do does not change what APF lets
+// through. LIFEBOAT_BENCH_IDENTITY=admin runs both as the testbed's admin
+// (system:masters, which APF exempts), as every figure in
+// docs/benchmarks.md measured before 2026-11-27 did. Each call requests a
+// new token (they last an hour).
 func benchIdentity(ctx context.Context, b *testing.B, env *testenv.Env) identity {
 	b.Helper()
 	switch v := os.Getenv("LIFEBOAT_BENCH_IDENTITY"); v {
@@ -59,6 +67,9 @@ func benchIdentity(ctx context.Context, b *testing.B, env *testenv.Env) identity
 	if _, err := env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
+	if os.Getenv("LIFEBOAT_BENCH_FLOWSCHEMAS") != "0" {
+		createFlowSchemas(ctx, b, env)
+	}
 	cfg, err := env.RESTConfigFor(ctx, benchNamespace, benchServiceAccount)
 	if err != nil {
 		b.Fatal(err)
@@ -79,4 +90,52 @@ func readAPICounters(ctx context.Context, b *testing.B, env *testenv.Env) testen
 		b.Fatal(err)
 	}
 	return c
+}
+
+// createFlowSchemas creates the FlowSchemas the chart renders for release
+// lifeboat in kube-system (whose ServiceAccount is benchServiceAccount),
+// and waits until API Priority and Fairness uses them (not dangling).
+func createFlowSchemas(ctx context.Context, b *testing.B, env *testenv.Env) {
+	b.Helper()
+	r, err := testenv.RenderChart("lifeboat", benchNamespace, map[string]any{"image": map[string]any{"repository": "bench"}, "queueURL": "https://sqs.us-east-1.amazonaws.com/123456789012/bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, o := range r.Objects {
+		if o.GetKind() != "FlowSchema" {
+			continue
+		}
+		var fs flowcontrolv1.FlowSchema
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &fs); err != nil {
+			b.Fatal(err)
+		}
+		if fs.Spec.Rules[0].Subjects[0].ServiceAccount.Name != benchServiceAccount {
+			b.Fatalf("the chart's FlowSchema %s is for ServiceAccount %s, not %s", fs.Name, fs.Spec.Rules[0].Subjects[0].ServiceAccount.Name, benchServiceAccount)
+		}
+		if _, err := env.Client.FlowcontrolV1().FlowSchemas().Create(ctx, &fs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+		names = append(names, fs.Name)
+	}
+	if len(names) == 0 {
+		b.Fatal("the chart renders no FlowSchema")
+	}
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			fs, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range fs.Status.Conditions {
+				if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+					return c.Status == flowcontrolv1.ConditionFalse, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			b.Fatalf("FlowSchema %s not in use: %v", name, err)
+		}
+	}
 }

@@ -76,8 +76,9 @@ type Result struct {
 	// lists the watch cache could not serve in time.
 	StorageReads map[string]float64 `json:"apiserver_storage_reads,omitempty"`
 	// APF is API Priority and Fairness over the burst by priority level
-	// (testenv.APICounters.APF): lifeboat, a ServiceAccount in kube-system, is
-	// alone in workload-high; the testbed's components are exempt.
+	// and FlowSchema (testenv.APICounters.APF): lifeboat, a ServiceAccount
+	// in kube-system, is alone in workload-high; the testbed's components
+	// are exempt.
 	APF map[string]float64 `json:"apiserver_apf,omitempty"`
 	// RequestsPerNode is the sum of LifeboatRequests over the nodes
 	// drained (0: none drained).
@@ -402,13 +403,13 @@ func storageLine(m map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// apfLine prints each priority level but the exempt one in m
-// (Result.APF): requests dispatched, rejected (429) and their mean queue
-// wait; "" when there is none.
+// apfLine prints each flow ("<priority level>/<FlowSchema>") but the
+// exempt level's in m (Result.APF): requests dispatched, rejected (429)
+// and their mean queue wait; "" when there is none.
 func apfLine(m map[string]float64) string {
 	levels := map[string]bool{}
 	for k := range m {
-		if _, level, ok := strings.Cut(k, " "); ok && level != "exempt" {
+		if _, level, ok := strings.Cut(k, " "); ok && !strings.HasPrefix(level, "exempt/") {
 			levels[level] = true
 		}
 	}

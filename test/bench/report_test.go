@@ -272,9 +272,13 @@ func TestAPFLine(t *testing.T) {
 		want string
 	}{
 		{in: nil, want: ""},
-		{in: map[string]float64{"dispatched exempt": 9}, want: ""},
-		{in: map[string]float64{"dispatched workload-high": 200, "rejected workload-high": 3, "wait-seconds workload-high": 10, "dispatched exempt": 9},
-			want: "workload-high 200 dispatched, 3 rejected (429), mean queue wait 50 ms"},
+		{in: map[string]float64{"dispatched exempt/exempt": 9}, want: ""},
+		{in: map[string]float64{"dispatched workload-high/kube-system-service-accounts": 200, "rejected workload-high/kube-system-service-accounts": 3,
+			"wait-seconds workload-high/kube-system-service-accounts": 10, "dispatched exempt/exempt": 9},
+			want: "workload-high/kube-system-service-accounts 200 dispatched, 3 rejected (429), mean queue wait 50 ms"},
+		{in: map[string]float64{"dispatched workload-high/lifeboat-node-writes": 5000, "wait-seconds workload-high/lifeboat-node-writes": 5,
+			"dispatched workload-high/kube-system-service-accounts": 100, "wait-seconds workload-high/kube-system-service-accounts": 100},
+			want: "workload-high/kube-system-service-accounts 100 dispatched, 0 rejected (429), mean queue wait 1000 ms; workload-high/lifeboat-node-writes 5000 dispatched, 0 rejected (429), mean queue wait 1 ms"},
 	} {
 		if got := apfLine(tc.in); got != tc.want {
 			t.Errorf("apfLine(%v) = %q, want %q", tc.in, got, tc.want)

@@ -17,7 +17,7 @@ import (
 
 // nested are the values whose keys are the chart's own (documented one by
 // one); other maps are Kubernetes fields, documented as a whole.
-var nested = []string{"image", "serviceAccount", "rbac", "leaderElection", "serviceMonitor", "podMonitor", "prometheusRule"}
+var nested = []string{"image", "serviceAccount", "rbac", "flowSchemas", "leaderElection", "serviceMonitor", "podMonitor", "prometheusRule"}
 
 // valuePaths are the documented value names of values.yaml.
 func valuePaths(t *testing.T) []string {

@@ -159,7 +159,8 @@ apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"dispatched workload-high": 10, "dispatched exempt": 7, "rejected workload-high": 3, "wait-seconds workload-high": 1.5}
+	const flow = "workload-high/kube-system-service-accounts"
+	want := map[string]float64{"dispatched " + flow: 10, "dispatched exempt/exempt": 7, "rejected " + flow: 3, "wait-seconds " + flow: 1.5}
 	if !maps.Equal(got, want) {
 		t.Errorf("APF counters = %v, want %v", got, want)
 	}

@@ -55,9 +55,10 @@ func (e *Env) apiRequestCounts(ctx context.Context, key func(map[string]string) 
 //     burst's lists that reach etcd are what grows etcd's memory;
 //     "terminated watches pods" the watches the watch cache closed because
 //     their client fell behind (apiserver_terminated_watchers_total).
-//   - APF: API Priority and Fairness by priority level. "dispatched
-//     <level>" requests let through, "rejected <level>" those turned away
-//     (429), "wait-seconds <level>" the time requests queued before they
+//   - APF: API Priority and Fairness by priority level and FlowSchema
+//     (<flow> is "<level>/<flowschema>"). "dispatched <flow>" requests let
+//     through, "rejected <flow>" those turned away (429), "wait-seconds
+//     <flow>" the time requests queued before they
 //     ran (summed). The testbed's components are system:masters (the
 //     exempt level): a client running as a ServiceAccount is alone in its
 //     level.
@@ -106,10 +107,13 @@ var storageCounters = []counter{
 }
 
 var apfCounters = []counter{
-	{"apiserver_flowcontrol_dispatched_requests_total", func(l map[string]string) string { return "dispatched " + l["priority_level"] }},
-	{"apiserver_flowcontrol_rejected_requests_total", func(l map[string]string) string { return "rejected " + l["priority_level"] }},
-	{"apiserver_flowcontrol_request_wait_duration_seconds_sum", func(l map[string]string) string { return "wait-seconds " + l["priority_level"] }},
+	{"apiserver_flowcontrol_dispatched_requests_total", func(l map[string]string) string { return "dispatched " + apfFlow(l) }},
+	{"apiserver_flowcontrol_rejected_requests_total", func(l map[string]string) string { return "rejected " + apfFlow(l) }},
+	{"apiserver_flowcontrol_request_wait_duration_seconds_sum", func(l map[string]string) string { return "wait-seconds " + apfFlow(l) }},
 }
+
+// apfFlow is an APF sample's "<priority level>/<FlowSchema>".
+func apfFlow(l map[string]string) string { return l["priority_level"] + "/" + l["flow_schema"] }
 
 // sumCounters sums every counter of cs into one map.
 func sumCounters(raw []byte, cs []counter) (map[string]float64, error) {

@@ -1,0 +1,164 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"lifeboat.dev/lifeboat/test/testenv"
+)
+
+// The chart's FlowSchemas hold exactly lifeboat's node writes and its
+// Lease. The real binary, with the chart's ServiceAccount, roles and
+// FlowSchemas and the Deployment's rendered settings, leads and drains a
+// node on a Spot interruption (with terminatingCondition, so that a
+// nodes/status patch is among the writes). The API server's count of
+// requests it dispatched in <release>-node-writes equals the node GETs and
+// PATCHes lifeboat sent through a recording proxy, and the count in
+// <release>-leader-election its Lease requests: nothing else of lifeboat's
+// lands in them, and none of those lands elsewhere.
+func TestFlowSchemas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	w, err := newWorld(t, ctx, map[string]any{"terminatingCondition": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := w.chart.find("FlowSchema")
+	var names []string
+	for _, s := range schemas {
+		names = append(names, s.GetName())
+	}
+	writes, lease := w.release+"-lifeboat-node-writes", w.release+"-lifeboat-leader-election"
+	if got := strings.Join(names, ","); got != writes+","+lease {
+		t.Fatalf("the chart renders the FlowSchemas %s; want %s,%s", got, writes, lease)
+	}
+	applyForTest(t, append(w.rbacObjects(), schemas...))
+	for _, name := range names {
+		if err := eventually(ctx, 15*time.Second, "FlowSchema "+name+" to be seen by API Priority and Fairness, not dangling", func() (bool, error) {
+			fs, err := kube.Client.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range fs.Status.Conditions {
+				if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
+					if c.Status == flowcontrolv1.ConditionTrue {
+						return false, fmt.Errorf("dangling: %s", c.Message)
+					}
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dispatchedIn(ctx, t, names)
+
+	spotID := testenv.RandomInstanceID()
+	node := kube.Node(t, testenv.NodeSpec{InstanceID: spotID}).Name
+	pod, err := kube.CreatePod(ctx, testenv.PodSpec{Namespace: w.ns, Node: node, Grace: 10 * time.Second, ShutdownAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := startProxy(t, kube.URL, kubeTransport(), true)
+	kubeconfig, err := w.kubeconfig(kp.URL, kp.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := w.startLifeboat(lifeboatOptions{name: w.release + "-0", kubeconfig: kubeconfig, endpoints: endpoints(moto.Endpoint, sim.Endpoint())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	leaseName := settings(w.container())["LEASE_NAME"]
+	if err := eventually(ctx, 15*time.Second, "lifeboat to hold the Lease", func() (bool, error) {
+		l, err := kube.Client.CoordinationV1().Leases(w.ns).Get(ctx, leaseName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, p.healthy()
+		}
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == p.name, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.putSpot(spotID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventually(ctx, 30*time.Second, "the node cordoned, its pod evicted and the node marked drained", func() (bool, error) {
+		if err := p.healthy(); err != nil {
+			return false, err
+		}
+		n, err := kube.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, err = kube.Client.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return n.Spec.Unschedulable && apierrors.IsNotFound(err) && n.Annotations["lifeboat.io/drained"] != "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.stop() // every request lifeboat sends is answered, and counted, before the counts are read
+	after := dispatchedIn(ctx, t, names)
+
+	want := map[string]float64{}
+	var statusPatches float64
+	for _, c := range kp.snapshot() {
+		if s := flowSchemaOf(c, w.ns, writes, lease); s != "" {
+			want[s]++
+			if c.method == http.MethodPatch && strings.HasSuffix(c.path, "/status") {
+				statusPatches++
+			}
+		}
+	}
+	if want[writes] < 2 || want[lease] < 2 || statusPatches < 1 {
+		t.Fatalf("lifeboat sent %v node gets and patches (%v of them nodes/status), %v Lease requests; want at least a cordon, the drained record, the condition, and the Lease's create and a renewal",
+			want[writes], statusPatches, want[lease])
+	}
+	for _, name := range names {
+		got := after[name] - before[name]
+		t.Logf("FlowSchema %s: %v requests dispatched, lifeboat sent %v such", name, got, want[name])
+		if got != want[name] {
+			t.Errorf("FlowSchema %s dispatched %v requests; lifeboat sent %v that it matches", name, got, want[name])
+		}
+	}
+}
+
+// flowSchemaOf names the chart's FlowSchema a Kubernetes request through
+// the proxy belongs in by its method and path: writes for a GET or PATCH
+// of one node (or its status), lease for a Lease request in the release
+// namespace ns; "" for every other.
+func flowSchemaOf(c call, ns, writes, lease string) string {
+	parts := strings.Split(strings.Trim(c.path, "/"), "/")
+	switch {
+	case c.action != "":
+		return ""
+	case len(parts) >= 4 && len(parts) <= 5 && parts[0] == "api" && parts[2] == "nodes" &&
+		(c.method == http.MethodGet || c.method == http.MethodPatch) && (len(parts) == 4 || parts[4] == "status"):
+		return writes
+	case strings.HasPrefix(c.path, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases"):
+		return lease
+	}
+	return ""
+}
+
+// dispatchedIn reads the API server's apiserver_flowcontrol_dispatched_requests_total
+// of each FlowSchema named.
+func dispatchedIn(ctx context.Context, t *testing.T, schemas []string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range schemas {
+		v, err := kube.APIMetricSum(ctx, "apiserver_flowcontrol_dispatched_requests_total", map[string]string{"flow_schema": s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[s] = v
+	}
+	return out
+}
