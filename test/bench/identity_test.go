@@ -92,14 +92,26 @@ func readAPICounters(ctx context.Context, b *testing.B, env *testenv.Env) testen
 	return c
 }
 
-// createFlowSchemas creates the FlowSchemas the chart renders for release
-// lifeboat in kube-system (whose ServiceAccount is benchServiceAccount),
+// createFlowSchemas creates the FlowSchemas (and the priority level) the
+// chart renders for release lifeboat in kube-system (whose ServiceAccount is benchServiceAccount),
 // and waits until API Priority and Fairness uses them (not dangling).
 func createFlowSchemas(ctx context.Context, b *testing.B, env *testenv.Env) {
 	b.Helper()
 	r, err := testenv.RenderChart("lifeboat", benchNamespace, map[string]any{"image": map[string]any{"repository": "bench"}, "queueURL": "https://sqs.us-east-1.amazonaws.com/123456789012/bench"})
 	if err != nil {
 		b.Fatal(err)
+	}
+	for _, o := range r.Objects {
+		if o.GetKind() != "PriorityLevelConfiguration" {
+			continue
+		}
+		var pl flowcontrolv1.PriorityLevelConfiguration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pl); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := env.Client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &pl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
 	}
 	var names []string
 	for _, o := range r.Objects {

@@ -15,8 +15,9 @@ import (
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
-// The chart's FlowSchemas hold exactly lifeboat's node writes and its
-// Lease. The real binary, with the chart's ServiceAccount, roles and
+// The chart's FlowSchemas hold exactly lifeboat's node writes (in the
+// priority level the chart creates for them) and its Lease (in
+// leader-election). The real binary, with the chart's ServiceAccount, roles and
 // FlowSchemas and the Deployment's rendered settings, leads and drains a
 // node on a Spot interruption (with terminatingCondition, so that a
 // nodes/status patch is among the writes). The API server's count of
@@ -33,14 +34,20 @@ func TestFlowSchemas(t *testing.T) {
 	}
 	schemas := w.chart.find("FlowSchema")
 	var names []string
+	levelOf := map[string]string{} // FlowSchema -> its priority level
 	for _, s := range schemas {
 		names = append(names, s.GetName())
+		levelOf[s.GetName()] = into[flowcontrolv1.FlowSchema](t, s).Spec.PriorityLevelConfiguration.Name
 	}
 	writes, lease := w.release+"-lifeboat-node-writes", w.release+"-lifeboat-leader-election"
 	if got := strings.Join(names, ","); got != writes+","+lease {
 		t.Fatalf("the chart renders the FlowSchemas %s; want %s,%s", got, writes, lease)
 	}
-	applyForTest(t, append(w.rbacObjects(), schemas...))
+	levels := w.chart.find("PriorityLevelConfiguration")
+	if len(levels) != 1 || levels[0].GetName() != levelOf[writes] || levelOf[lease] != "leader-election" {
+		t.Fatalf("the chart renders %d priority levels; want one, %s, the node writes' (and the Lease in leader-election, not %s)", len(levels), levelOf[writes], levelOf[lease])
+	}
+	applyForTest(t, append(append(w.rbacObjects(), levels...), schemas...))
 	for _, name := range names {
 		if err := eventually(ctx, 15*time.Second, "FlowSchema "+name+" to be seen by API Priority and Fairness, not dangling", func() (bool, error) {
 			fs, err := kube.Client.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
@@ -60,7 +67,7 @@ func TestFlowSchemas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := dispatchedIn(ctx, t, names)
+	before := dispatchedIn(ctx, t, levelOf)
 
 	spotID := testenv.RandomInstanceID()
 	node := kube.Node(t, testenv.NodeSpec{InstanceID: spotID}).Name
@@ -105,7 +112,7 @@ func TestFlowSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.stop() // every request lifeboat sends is answered, and counted, before the counts are read
-	after := dispatchedIn(ctx, t, names)
+	after := dispatchedIn(ctx, t, levelOf)
 
 	want := map[string]float64{}
 	var statusPatches float64
@@ -123,9 +130,9 @@ func TestFlowSchemas(t *testing.T) {
 	}
 	for _, name := range names {
 		got := after[name] - before[name]
-		t.Logf("FlowSchema %s: %v requests dispatched, lifeboat sent %v such", name, got, want[name])
+		t.Logf("FlowSchema %s: %v requests dispatched in priority level %s, lifeboat sent %v such", name, got, levelOf[name], want[name])
 		if got != want[name] {
-			t.Errorf("FlowSchema %s dispatched %v requests; lifeboat sent %v that it matches", name, got, want[name])
+			t.Errorf("FlowSchema %s dispatched %v requests in priority level %s; lifeboat sent %v that it matches", name, got, levelOf[name], want[name])
 		}
 	}
 }
@@ -149,12 +156,12 @@ func flowSchemaOf(c call, ns, writes, lease string) string {
 }
 
 // dispatchedIn reads the API server's apiserver_flowcontrol_dispatched_requests_total
-// of each FlowSchema named.
-func dispatchedIn(ctx context.Context, t *testing.T, schemas []string) map[string]float64 {
+// of each FlowSchema in levelOf, in the priority level it names.
+func dispatchedIn(ctx context.Context, t *testing.T, levelOf map[string]string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	for _, s := range schemas {
-		v, err := kube.APIMetricSum(ctx, "apiserver_flowcontrol_dispatched_requests_total", map[string]string{"flow_schema": s})
+	for s, level := range levelOf {
+		v, err := kube.APIMetricSum(ctx, "apiserver_flowcontrol_dispatched_requests_total", map[string]string{"flow_schema": s, "priority_level": level})
 		if err != nil {
 			t.Fatal(err)
 		}
