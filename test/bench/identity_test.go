@@ -40,7 +40,7 @@ type identity struct {
 // as on any cluster, and the chart's FlowSchemas for it (its node writes
 // a flow of their own; docs/operations.md#api-priority-and-fairness).
 // LIFEBOAT_BENCH_FLOWSCHEMAS=0 leaves the FlowSchemas out (the chart's
-// flowSchemas.create=false, and every run before 2026-11-27 09:00 UTC). It is
+// flowSchemas.create=false, and every run before 2026-11-27 07:30 UTC). It is
 // bound to cluster-admin: what it may do does not change what APF lets
 // through. LIFEBOAT_BENCH_IDENTITY=admin runs both as the testbed's admin
 // (system:masters, which APF exempts), as every figure in
@@ -93,42 +93,39 @@ func readAPICounters(ctx context.Context, b *testing.B, env *testenv.Env) testen
 }
 
 // createFlowSchemas creates the FlowSchemas (and the priority level) the
-// chart renders for release lifeboat in kube-system (whose ServiceAccount is benchServiceAccount),
-// and waits until API Priority and Fairness uses them (not dangling).
+// chart renders for release lifeboat in kube-system, whose ServiceAccount
+// is benchServiceAccount, and waits until API Priority and Fairness uses
+// them (not dangling). A FlowSchema may come before its priority level:
+// it is dangling until the level exists.
 func createFlowSchemas(ctx context.Context, b *testing.B, env *testenv.Env) {
 	b.Helper()
 	r, err := testenv.RenderChart("lifeboat", benchNamespace, map[string]any{"image": map[string]any{"repository": "bench"}, "queueURL": "https://sqs.us-east-1.amazonaws.com/123456789012/bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, o := range r.Objects {
-		if o.GetKind() != "PriorityLevelConfiguration" {
-			continue
-		}
-		var pl flowcontrolv1.PriorityLevelConfiguration
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pl); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := env.Client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &pl, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			b.Fatal(err)
-		}
-	}
 	var names []string
 	for _, o := range r.Objects {
-		if o.GetKind() != "FlowSchema" {
-			continue
+		var err error
+		switch o.GetKind() {
+		case "PriorityLevelConfiguration":
+			var pl flowcontrolv1.PriorityLevelConfiguration
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pl); err == nil {
+				_, err = env.Client.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, &pl, metav1.CreateOptions{})
+			}
+		case "FlowSchema":
+			var fs flowcontrolv1.FlowSchema
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &fs); err != nil {
+				break
+			}
+			if sa := fs.Spec.Rules[0].Subjects[0].ServiceAccount.Name; sa != benchServiceAccount {
+				b.Fatalf("the chart's FlowSchema %s is for ServiceAccount %s, not %s", fs.Name, sa, benchServiceAccount)
+			}
+			_, err = env.Client.FlowcontrolV1().FlowSchemas().Create(ctx, &fs, metav1.CreateOptions{})
+			names = append(names, fs.Name)
 		}
-		var fs flowcontrolv1.FlowSchema
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &fs); err != nil {
-			b.Fatal(err)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
-		if fs.Spec.Rules[0].Subjects[0].ServiceAccount.Name != benchServiceAccount {
-			b.Fatalf("the chart's FlowSchema %s is for ServiceAccount %s, not %s", fs.Name, fs.Spec.Rules[0].Subjects[0].ServiceAccount.Name, benchServiceAccount)
-		}
-		if _, err := env.Client.FlowcontrolV1().FlowSchemas().Create(ctx, &fs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			b.Fatal(err)
-		}
-		names = append(names, fs.Name)
 	}
 	if len(names) == 0 {
 		b.Fatal("the chart renders no FlowSchema")
