@@ -103,6 +103,15 @@ type Source struct {
 
 	mu       sync.Mutex
 	inFlight map[string]inFlight // by MessageID
+
+	// extending is held (written) while a round of extensions is on its
+	// way; releases read-hold it, so they wait for a round but not for
+	// each other. A round takes its receipt handles first and sends them
+	// after: a message released in between was hidden again for the whole
+	// visibility timeout by the round's change landing after the release's
+	// (CI's TestTwoClustersOneQueue: a message handed back for its owner
+	// stayed hidden 30 s).
+	extending sync.RWMutex
 }
 
 type inFlight struct {
@@ -297,12 +306,16 @@ func (s *Source) Ack(ctx context.Context, r Receipt) error {
 }
 
 // Release stops keeping a message invisible; it is received again after
-// delay (0: at once; negative: when its current visibility ends).
+// delay (0: at once; negative: when its current visibility ends, which a
+// round of extensions already on its way may push out once more). A
+// release waits for such a round, so its own change lands last.
 func (s *Source) Release(ctx context.Context, r Receipt, delay time.Duration) error {
 	handle := s.forget(r)
 	if delay < 0 {
 		return nil
 	}
+	s.extending.RLock()
+	defer s.extending.RUnlock()
 	_, err := s.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(s.o.QueueURL), ReceiptHandle: aws.String(handle), VisibilityTimeout: int32(delay / time.Second),
 	})

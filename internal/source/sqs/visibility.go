@@ -88,6 +88,8 @@ func (s *Source) extendLoop(ctx context.Context) {
 }
 
 func (s *Source) extend(ctx context.Context) {
+	s.extending.Lock()
+	defer s.extending.Unlock()
 	now := s.clock.Now()
 	s.mu.Lock()
 	var entries []types.ChangeMessageVisibilityBatchRequestEntry
