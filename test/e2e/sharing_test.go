@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"lifeboat.dev/lifeboat/internal/intake"
 	"lifeboat.dev/lifeboat/internal/route"
 	"lifeboat.dev/lifeboat/test/awssim"
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -45,87 +47,152 @@ func (n *spotNode) poll(ctx context.Context, since time.Time) {
 
 // Issue 17 section 4, several clusters on one queue: two clusters (two API
 // servers, each with its own kwok nodes) and two lifeboats with their own
-// --cluster-name consume ONE queue. Spot notices for the nodes of both
-// arrive together; each lifeboat hands the other cluster's messages back
-// at once, and every node is cordoned and drained by its own cluster's
-// lifeboat within the latency of a queue with one consumer.
+// --cluster-name consume ONE queue. A notice for a node of cluster b is put
+// while only a's lifeboat consumes: a hands it back until b's lifeboat
+// starts and takes it. Then Spot notices for three nodes of each arrive
+// together. Which consumer receives a message is a lottery each time it
+// becomes visible, so the test holds what lifeboat controls, not the
+// lottery's outcome: every node is cordoned and drained by its own
+// cluster's lifeboat, each message received by its owner once and last, and
+// a foreign one handed back on time: visible again at once after its first
+// receive, after 1 s for the next ones (intake.HandBackDelay), never hidden
+// for the visibility timeout (30 s) as when an extension landed after the
+// hand-back.
 func TestTwoClustersOneQueue(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	lbA := h.Lifeboat
 	kubeB := testenv.Start(t, testenv.Options{NoScheduler: true})
-	lbB := h.StartLifeboat(testenv.ScenarioLifeboat{Kubeconfig: kubeB.Kubeconfig, Args: []string{"--cluster-name", clusterName + "-b"}})
-	h.Lifeboat = lbA
 	nsA, nsB := kube.Namespace(t), kubeB.Namespace(t)
-	var all []*spotNode
-	for i := range 6 {
-		env, ns, cluster := kube, nsA, "a"
-		if i%2 == 1 {
-			env, ns, cluster = kubeB, nsB, "b"
+	newNode := func(cluster string) *spotNode {
+		env, ns := kube, nsA
+		if cluster == "b" {
+			env, ns = kubeB, nsB
 		}
 		id := testenv.RandomInstanceID()
 		n := env.Node(t, testenv.NodeSpec{InstanceID: id})
 		if _, err := env.CreatePod(h.Ctx, testenv.PodSpec{Namespace: ns, Node: n.Name, ShutdownAfter: 500 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, &spotNode{cluster: cluster, client: env.Client, name: n.Name, id: id})
+		return &spotNode{cluster: cluster, client: env.Client, name: n.Name, id: id}
+	}
+	notice := func(n *spotNode) {
+		h.PutEvent(route.SourceEC2, route.SpotInterruption, time.Now(), map[string]string{"instance-id": n.id, "instance-action": "terminate"})
+	}
+	if err := lbA.WaitLog(h.Ctx, "consuming queue"); err != nil {
+		t.Fatal(err)
+	}
+	early := newNode("b")
+	earlyPut := time.Now()
+	notice(early)
+	h.Eventually(10*time.Second, "lifeboat a to receive the notice of cluster b's node", func() bool {
+		n, err := lbA.Metric(h.Ctx, "lifeboat_unknown_instance_events_total", nil)
+		return err == nil && n >= 1
+	})
+	lbB := h.StartLifeboat(testenv.ScenarioLifeboat{Kubeconfig: kubeB.Kubeconfig, Args: []string{"--cluster-name", clusterName + "-b"}})
+	h.Lifeboat = lbA
+	var together []*spotNode
+	for i := range 6 {
+		together = append(together, newNode([]string{"a", "b"}[i%2]))
 	}
 	// Both lifeboats are consuming before the notices are put.
-	for _, lb := range []*testenv.Lifeboat{lbA, lbB} {
-		if err := lb.WaitLog(h.Ctx, "consuming queue"); err != nil {
-			t.Fatal(err)
-		}
+	if err := lbB.WaitLog(h.Ctx, "consuming queue"); err != nil {
+		t.Fatal(err)
 	}
 	put := time.Now()
-	for _, n := range all {
-		h.PutEvent(route.SourceEC2, route.SpotInterruption, time.Now(), map[string]string{"instance-id": n.id, "instance-action": "terminate"})
+	for _, n := range together {
+		notice(n)
 	}
 	h.Eventually(20*time.Second, "every node cordoned and drained by its cluster's lifeboat", func() bool {
 		done := true
-		for _, n := range all {
-			n.poll(h.Ctx, put)
+		early.poll(h.Ctx, earlyPut)
+		for _, n := range append([]*spotNode{early}, together...) {
+			if n != early {
+				n.poll(h.Ctx, put)
+			}
 			done = done && n.drained > 0
 		}
 		return done
 	})
-	var worstCordon, worstDrain time.Duration
-	for _, n := range all {
-		t.Logf("cluster %s node %s: cordoned %v, drained %v after the notices were put", n.cluster, n.name, n.cordoned.Round(time.Millisecond), n.drained.Round(time.Millisecond))
-		worstCordon, worstDrain = max(worstCordon, n.cordoned), max(worstDrain, n.drained)
-	}
-	// One consumer cordons within ~0.3 s of the notice. With two, a
-	// message is a lottery each time it becomes visible: a foreign one is
-	// handed back at once, then every 1 s (visibility counts whole seconds),
-	// so its owner gets it within a few seconds; the full visibility
-	// timeout (2 min) would show here, as would a doubling delay (8 s
-	// measured with 0, 1, 2, 4 s).
-	if worstCordon > 10*time.Second {
-		t.Errorf("slowest cordon %v after the notices; want ≤ 10 s with two clusters on one queue (a lottery lost 9 times in a row)", worstCordon)
-	}
-	if worstDrain > 11*time.Second {
-		t.Errorf("slowest drain %v after the notices; want ≤ 11 s (pods stop in 0.5 s)", worstDrain)
-	}
+	t.Logf("cluster b's node noticed while only lifeboat a consumed: cordoned %v after its notice", early.cordoned.Round(time.Millisecond))
 	var cordons []time.Duration
-	for _, n := range all {
+	for _, n := range together {
+		t.Logf("cluster %s node %s: cordoned %v, drained %v after the notices were put", n.cluster, n.name, n.cordoned.Round(time.Millisecond), n.drained.Round(time.Millisecond))
 		cordons = append(cordons, n.cordoned)
 	}
 	slices.Sort(cordons)
-	if median := cordons[len(cordons)/2]; median > 2*time.Second {
-		t.Errorf("median cordon %v after the notices; want ≤ 2 s", median)
-	}
+	t.Logf("cordons after the notices put together: median %v, slowest %v (a lottery among eight long polls)", cordons[len(cordons)/2].Round(time.Millisecond), cordons[len(cordons)-1].Round(time.Millisecond))
 	h.Eventually(10*time.Second, "every message deleted by its owner", h.QueueEmpty)
-	foreignA, err := lbA.Metric(h.Ctx, "lifeboat_unknown_instance_events_total", nil)
-	if err != nil {
-		t.Fatal(err)
+
+	got := receiptsOf(t, map[string]*testenv.Lifeboat{"a": lbA, "b": lbB})
+	foreign := 0
+	for _, n := range append([]*spotNode{early}, together...) {
+		rs := got[n.id]
+		foreign += len(rs) - 1
+		if len(rs) == 0 || rs[len(rs)-1].by != n.cluster || !rs[len(rs)-1].own {
+			t.Errorf("instance %s of cluster %s: receipts %v; want its own lifeboat's last", n.id, n.cluster, rs)
+			continue
+		}
+		for i, r := range rs[:len(rs)-1] {
+			if r.own || r.by == n.cluster {
+				t.Errorf("instance %s of cluster %s: receipt %d %v before the last; want only the other lifeboat's", n.id, n.cluster, i+1, r)
+			}
+			// The i+1-th receive hands it back for HandBackDelay(i+1); a
+			// waiting long poll sees it within moto's 150 ms recheck.
+			gap, want := rs[i+1].at.Sub(r.at), intake.HandBackDelay(i+1)+handBackSlack
+			if gap > want {
+				t.Errorf("instance %s of cluster %s: receive %d came %v after receive %d; want ≤ %v (handed back after %v)", n.id, n.cluster, i+2, gap.Round(time.Millisecond), i+1, want, intake.HandBackDelay(i+1))
+			}
+		}
 	}
-	foreignB, err := lbB.Metric(h.Ctx, "lifeboat_unknown_instance_events_total", nil)
-	if err != nil {
-		t.Fatal(err)
+	if len(got[early.id]) < 2 {
+		t.Errorf("cluster b's early notice was received %d times; want lifeboat a's receive (and hand-back) before lifeboat b's", len(got[early.id]))
 	}
-	t.Logf("worst cordon %v, worst drain %v; messages of the other cluster received: lifeboat A %v, lifeboat B %v",
-		worstCordon.Round(time.Millisecond), worstDrain.Round(time.Millisecond), foreignA, foreignB)
-	if foreignA+foreignB == 0 {
-		t.Error("neither lifeboat received a message of the other cluster: the queue was not shared")
+	t.Logf("messages of the other cluster received: %d in all", foreign)
+}
+
+// handBackSlack is how late a handed-back message may be received again
+// beyond its delay: moto's long polls look every 50-150 ms
+// (test/testenv/motoserver.py), plus the two lifeboats' work on a loaded
+// 2-core machine. A message hidden for the visibility timeout is 30 s late.
+const handBackSlack = 750 * time.Millisecond
+
+// receipt is one lifeboat's receive of a Spot notice, from its log: own
+// when lifeboat took it as its cluster's (InterruptionReceived), else
+// handed back as another cluster's.
+type receipt struct {
+	by  string
+	own bool
+	at  time.Time
+}
+
+// receiptsOf reads every Spot notice's receives from the lifeboats' logs,
+// by instance ID, in time order.
+func receiptsOf(t *testing.T, lbs map[string]*testenv.Lifeboat) map[string][]receipt {
+	t.Helper()
+	out := map[string][]receipt{}
+	for name, lb := range lbs {
+		for _, line := range lb.Logs() {
+			var l struct {
+				Time       time.Time `json:"time"`
+				Msg        string    `json:"msg"`
+				InstanceID string    `json:"instanceID"`
+				Action     string    `json:"action"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil || l.InstanceID == "" {
+				continue
+			}
+			switch {
+			case l.Msg == "InterruptionReceived":
+				out[l.InstanceID] = append(out[l.InstanceID], receipt{by: name, own: true, at: l.Time})
+			case l.Msg == "event for an instance that is not a node of this cluster":
+				out[l.InstanceID] = append(out[l.InstanceID], receipt{by: name, at: l.Time})
+			}
+		}
 	}
+	for _, rs := range out {
+		slices.SortFunc(rs, func(a, b receipt) int { return a.at.Compare(b.at) })
+	}
+	return out
 }
 
 // Issue 17 section 4, Karpenter coexistence and node scope: nodes with

@@ -22,8 +22,17 @@
 #    phase with its return and wins it nearly every time (test/e2e
 #    TestTwoClustersOneQueue: a foreign message received by the wrong
 #    consumer 10 times in a row, its node cordoned 10.1 s after the notice).
-#    A waiting poller now looks again every 100 ms.
+#    A waiting poller now looks again every 100 ms on average, each wait
+#    drawn from 50-150 ms: with a fixed 100 ms the poller that received a
+#    message and polled again at once stayed in phase with that message's
+#    hand-back, and after 1 s (ten waits plus their few ms of work) woke
+#    just after it became visible, first of all pollers, every time
+#    (TestTwoClustersOneQueue: one message received by the wrong consumer
+#    7 times in a row at 1.006 s intervals, worst cordons 7-9 s in most
+#    runs). Random waits spread the phases as AWS's lottery among waiting
+#    polls does.
 import functools
+import random
 import time
 
 import jsonpath_ng.ext
@@ -60,7 +69,7 @@ _LONG_POLL_RECHECK = 0.1
 
 def _wait_for_messages(self, timeout):
     with self._messages_lock:
-        self._messages_lock.wait_for(lambda: self.messages, timeout=min(timeout, _LONG_POLL_RECHECK))
+        self._messages_lock.wait_for(lambda: self.messages, timeout=min(timeout, random.uniform(0.5 * _LONG_POLL_RECHECK, 1.5 * _LONG_POLL_RECHECK)))
 
 
 _sqs.Queue.wait_for_messages = _wait_for_messages
