@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -130,21 +129,7 @@ func createFlowSchemas(ctx context.Context, b *testing.B, env *testenv.Env) {
 	if len(names) == 0 {
 		b.Fatal("the chart renders no FlowSchema")
 	}
-	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			fs, err := env.Client.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, c := range fs.Status.Conditions {
-				if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
-					return c.Status == flowcontrolv1.ConditionFalse, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			b.Fatalf("FlowSchema %s not in use: %v", name, err)
-		}
+	if err := testenv.WaitFlowSchemasInUse(ctx, env.Client, names, 30*time.Second); err != nil {
+		b.Fatal(err)
 	}
 }

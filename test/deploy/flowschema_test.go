@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,24 +47,8 @@ func TestFlowSchemas(t *testing.T) {
 		t.Fatalf("the chart renders %d priority levels; want one, %s, the node writes' (and the Lease in leader-election, not %s)", len(levels), levelOf[writes], levelOf[lease])
 	}
 	applyForTest(t, append(append(w.rbacObjects(), levels...), schemas...))
-	for _, name := range names {
-		if err := eventually(ctx, 15*time.Second, "FlowSchema "+name+" to be seen by API Priority and Fairness, not dangling", func() (bool, error) {
-			fs, err := kube.Client.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, c := range fs.Status.Conditions {
-				if c.Type == flowcontrolv1.FlowSchemaConditionDangling {
-					if c.Status == flowcontrolv1.ConditionTrue {
-						return false, fmt.Errorf("dangling: %s", c.Message)
-					}
-					return true, nil
-				}
-			}
-			return false, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+	if err := testenv.WaitFlowSchemasInUse(ctx, kube.Client, names, 15*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	before := dispatchedIn(ctx, t, levelOf)
 
