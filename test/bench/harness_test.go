@@ -67,7 +67,8 @@ const (
 // it). For the Spot kinds it also records when lifeboat had received every
 // message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
 // writes an S-second CPU profile of lifeboat from the burst's start next to
-// the report (<base>.cpu.pprof); LIFEBOAT_BENCH_APISERVER_PROFILE=S one of
+// the report (<base>.cpu.pprof), and its heap profile at the highest RSS
+// sampled every 2 s through the burst (<base>.heap.pprof); LIFEBOAT_BENCH_APISERVER_PROFILE=S one of
 // the API server, from the burst's start (<base>.apiserver.pprof) and from
 // the floor's (<base>.floor.apiserver.pprof). LIFEBOAT_BENCH_AUDIT=1 adds
 // the drains' timeline from the API server's audit log (readTimeline), and
@@ -317,8 +318,15 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		cpuBefore := cpuNow(cpuPids)
 		profiled := make(chan struct{})
 		var profiles sync.WaitGroup
+		heapDone, stopHeap := make(chan struct{}), make(chan struct{})
 		if pprofAddr != "" {
 			profiles.Go(func() { profileCPU(b, pprofAddr, profileSeconds, filepath.Join(outDir, base+".cpu.pprof")) })
+			go func() {
+				defer close(heapDone)
+				heapAtPeak(b, pprofAddr, proc.Pid(), 2*time.Second, stopHeap, filepath.Join(outDir, base+".heap.pprof"))
+			}()
+		} else {
+			close(heapDone)
 		}
 		if apiProfileSeconds > 0 {
 			profiles.Go(func() {
@@ -357,6 +365,8 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		b.StopTimer()
+		close(stopHeap)
+		<-heapDone
 		b.Logf("lifeboat had at most %d sockets open during the burst (counted every 0.2 s): its connections to the API server, moto and the harness", peakSockets)
 		<-sendDone
 		// Counts and memory right after the last node drained. lifeboat's

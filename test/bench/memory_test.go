@@ -313,9 +313,18 @@ func heapProfile(b *testing.B, addr, path string) {
 // procMemory returns VmRSS and VmHWM of a process, in KiB.
 func procMemory(b *testing.B, pid int) (rss, hwm float64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, hwm, err := readMemory(pid)
 	if err != nil {
 		b.Fatal(err)
+	}
+	return rss, hwm
+}
+
+// readMemory reads VmRSS and VmHWM of a process, in KiB.
+func readMemory(pid int) (rss, hwm float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
@@ -330,7 +339,7 @@ func procMemory(b *testing.B, pid int) (rss, hwm float64) {
 			hwm = v
 		}
 	}
-	return rss, hwm
+	return rss, hwm, nil
 }
 
 // gauge reads one unlabelled metric from a /metrics endpoint.
