@@ -404,8 +404,9 @@ func storageLine(m map[string]float64) string {
 }
 
 // apfLine prints each flow ("<priority level>/<FlowSchema>") but the
-// exempt level's in m (Result.APF): requests dispatched, rejected (429)
-// and their mean queue wait; "" when there is none.
+// exempt level's in m (Result.APF): requests dispatched, rejected (429),
+// their mean queue wait and the mean seats APF reserved for them (when
+// counted); "" when there is none.
 func apfLine(m map[string]float64) string {
 	levels := map[string]bool{}
 	for k := range m {
@@ -420,7 +421,11 @@ func apfLine(m map[string]float64) string {
 		if d > 0 {
 			mean = w / d * 1000
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f dispatched, %.0f rejected (429), mean queue wait %.0f ms", l, d, r, mean))
+		part := fmt.Sprintf("%s %.0f dispatched, %.0f rejected (429), mean queue wait %.0f ms", l, d, r, mean)
+		if e := m["estimates "+l]; e > 0 {
+			part += fmt.Sprintf(", %.2f seats a request", m["seats "+l]/e)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, "; ")
 }

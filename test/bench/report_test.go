@@ -279,6 +279,8 @@ func TestAPFLine(t *testing.T) {
 		{in: map[string]float64{"dispatched workload-high/lifeboat-node-writes": 5000, "wait-seconds workload-high/lifeboat-node-writes": 5,
 			"dispatched workload-high/kube-system-service-accounts": 100, "wait-seconds workload-high/kube-system-service-accounts": 100},
 			want: "workload-high/kube-system-service-accounts 100 dispatched, 0 rejected (429), mean queue wait 1000 ms; workload-high/lifeboat-node-writes 5000 dispatched, 0 rejected (429), mean queue wait 1 ms"},
+		{in: map[string]float64{"dispatched workload-high/kube-system-service-accounts": 100, "seats workload-high/kube-system-service-accounts": 550, "estimates workload-high/kube-system-service-accounts": 110},
+			want: "workload-high/kube-system-service-accounts 100 dispatched, 0 rejected (429), mean queue wait 0 ms, 5.00 seats a request"},
 	} {
 		if got := apfLine(tc.in); got != tc.want {
 			t.Errorf("apfLine(%v) = %q, want %q", tc.in, got, tc.want)

@@ -110,6 +110,11 @@ var apfCounters = []counter{
 	{"apiserver_flowcontrol_dispatched_requests_total", func(l map[string]string) string { return "dispatched " + apfFlow(l) }},
 	{"apiserver_flowcontrol_rejected_requests_total", func(l map[string]string) string { return "rejected " + apfFlow(l) }},
 	{"apiserver_flowcontrol_request_wait_duration_seconds_sum", func(l map[string]string) string { return "wait-seconds " + apfFlow(l) }},
+	// Seats APF reserved for the requests (the larger of initial and
+	// final): a list from the watch cache is estimated by the memory it
+	// may use, up to 10 seats.
+	{"apiserver_flowcontrol_work_estimated_seats_sum", func(l map[string]string) string { return "seats " + apfFlow(l) }},
+	{"apiserver_flowcontrol_work_estimated_seats_count", func(l map[string]string) string { return "estimates " + apfFlow(l) }},
 }
 
 // apfFlow is an APF sample's "<priority level>/<FlowSchema>".
