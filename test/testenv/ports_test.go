@@ -30,21 +30,21 @@ func newStealer(t *testing.T, rob ...string) *stealer {
 }
 
 func (s *stealer) pick(who string) (int, error) {
-	port, err := FreePort()
-	if err != nil {
-		return 0, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.picks[who]++
 	if _, done := s.stolen[who]; done || !slices.Contains(s.rob, who) {
-		return port, nil
+		return FreePort()
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	// The stolen port is one the stealer holds already: taking a port
+	// FreePort found free raced with the other processes of a parallel CI
+	// (afdfcfc's CI: "taking port 36389: address already in use").
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("taking port %d: %w", port, err)
+		return 0, fmt.Errorf("taking a port: %w", err)
 	}
 	s.t.Cleanup(func() { l.Close() })
+	port := l.Addr().(*net.TCPAddr).Port
 	s.stolen[who] = port
 	return port, nil
 }
