@@ -13,6 +13,3 @@ func (d *Drainer) WaitGone(ctx context.Context, node string, pods []corev1.Pod, 
 	w, err := d.waitGone(ctx, node, pods, nil, fromRV, Deadline{At: deadline}, func(func(*Progress)) {})
 	return w.left + len(w.stuck), err
 }
-
-// NodePodsPage exposes nodePodsPage to the external tests.
-const NodePodsPage = nodePodsPage

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/clock"
@@ -164,54 +163,23 @@ const AnyVersion = "0"
 // requests) sends none: the list answered 504 after 3 s, again and again,
 // and CI's TestTwoClustersOneQueue saw no drain start in 20 s.
 //
-// The list asks for pages of nodePodsPage pods (see there) and follows
-// their continue tokens; if a token has expired (410), it lists the node
-// once more without pages. client-go's pager does the same but returns
-// untyped items; this is its loop for one typed list.
+// No page size either: API Priority and Fairness reserves a list from the
+// watch cache seats by the memory it may use (10 seats unpaged, the most),
+// and pages of 110 pods brought the drains' mean to 1.86 seats a request
+// from 5.48 at 5,000 nodes, but the storm then sent more at once: APF
+// turned away 15,172 requests instead of 5,623 and the last drain ended at
+// 195.7 s instead of 138.1 s (docs/benchmarks.md, session 17).
 func NodePods(ctx context.Context, client Client, node, minVersion string) (*corev1.PodList, error) {
 	opts := metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		ResourceVersion: minVersion,
-		Limit:           nodePodsPage,
 	}
-	pods := client.Pods(metav1.NamespaceAll)
-	list, err := pods.List(ctx, opts)
+	list, err := client.Pods(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
 	}
-	for list.Continue != "" {
-		// A continuation names no version: its token holds the first page's.
-		page := metav1.ListOptions{FieldSelector: opts.FieldSelector, Limit: nodePodsPage, Continue: list.Continue}
-		next, err := pods.List(ctx, page)
-		if apierrors.IsResourceExpired(err) {
-			opts.Limit = 0
-			if list, err = pods.List(ctx, opts); err != nil {
-				return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
-			}
-			return list, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
-		}
-		list.Items = append(list.Items, next.Items...)
-		list.Continue = next.Continue
-	}
 	return list, nil
 }
-
-// nodePodsPage is the page size of NodePods' lists. API Priority and
-// Fairness reserves seats for a list by the memory it may use: up to the
-// page size times the average pod's size in storage, 100 kB a seat
-// (SizeBasedListCostEstimate, on since Kubernetes 1.34), else up to 1 MB for
-// a list from the watch cache. Without a page size a node's list of two
-// pods took 10 seats, as many as listing every pod of the cluster, and a
-// storm's lists were turned away (429) while the writes waited (issue 28:
-// 6,684 pod lists turned away at 5,000 nodes). 110 is the kubelet's default
-// --max-pods: nearly every node fits in one page, and a page of 110 pods
-// of 1-3 kB is 2-4 seats. A continuation is estimated as a list from etcd
-// (every seat of the level's share), so a smaller page would cost more on
-// a full node than it saves on the others.
-const nodePodsPage = 110
 
 // EvictionGrace is the grace period Drain's evictions ask for before a
 // deadline cuts it: podGrace (Actions.PodGrace) when positive, else the
