@@ -27,8 +27,13 @@ func heapAtPeak(b *testing.B, addr string, pid int, interval time.Duration, stop
 				b.Logf("heap at peak: no profile taken")
 				return
 			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err := os.MkdirAll(filepath.Dir(path), 0o755)
+			if err == nil {
 				err = os.WriteFile(path, best, 0o644)
+			}
+			if err != nil {
+				b.Logf("heap at peak: %v", err)
+				return
 			}
 			b.Logf("heap profile of lifeboat at its highest sampled RSS (%.1f MiB) written to %s", bestRSS/1024, path)
 			return
