@@ -236,22 +236,11 @@ func watchReceived(ctx context.Context, metricsURL string, n int) func() time.Ti
 // endpoint and writes it to path; errors are logged, not fatal (the
 // profile is an aid, not a figure).
 func profileCPU(b *testing.B, addr string, seconds int, path string) {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	data, err := fetchProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+	if err == nil {
+		err = writeProfile(path, data)
+	}
 	if err != nil {
-		b.Logf("CPU profile: %v", err)
-		return
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Logf("CPU profile: status %d, %v: %s", resp.StatusCode, err, strings.TrimSpace(string(data[:min(len(data), 200)])))
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		b.Logf("CPU profile: %v", err)
-		return
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
 		b.Logf("CPU profile: %v", err)
 		return
 	}
@@ -265,10 +254,7 @@ func profileAPIServer(ctx context.Context, b *testing.B, env *testenv.Env, secon
 	data, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 		Param("seconds", strconv.Itoa(seconds)).Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(path), 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(path, data, 0o644)
+		err = writeProfile(path, data)
 	}
 	if err != nil {
 		b.Logf("CPU profile of kube-apiserver: %v", err)

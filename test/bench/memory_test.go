@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -288,22 +287,11 @@ func runQueueModeMemory(ctx context.Context, b *testing.B, r memoryRun) {
 // pprof endpoint and writes it to path; errors are logged, not fatal (the
 // profile is an aid, not a figure).
 func heapProfile(b *testing.B, addr, path string) {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr))
+	data, err := fetchProfile(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr))
+	if err == nil {
+		err = writeProfile(path, data)
+	}
 	if err != nil {
-		b.Logf("heap profile: %v", err)
-		return
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Logf("heap profile: status %d, %v", resp.StatusCode, err)
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		b.Logf("heap profile: %v", err)
-		return
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
 		b.Logf("heap profile: %v", err)
 		return
 	}
