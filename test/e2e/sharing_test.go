@@ -94,6 +94,7 @@ func TestTwoClustersOneQueue(t *testing.T) {
 	for i := range 6 {
 		together = append(together, newNode([]string{"a", "b"}[i%2]))
 	}
+	all := append([]*spotNode{early}, together...)
 	// Both lifeboats are consuming before the notices are put.
 	if err := lbB.WaitLog(h.Ctx, "consuming queue"); err != nil {
 		t.Fatal(err)
@@ -103,12 +104,10 @@ func TestTwoClustersOneQueue(t *testing.T) {
 		notice(n)
 	}
 	h.Eventually(20*time.Second, "every node cordoned and drained by its cluster's lifeboat", func() bool {
-		done := true
 		early.poll(h.Ctx, earlyPut)
-		for _, n := range append([]*spotNode{early}, together...) {
-			if n != early {
-				n.poll(h.Ctx, put)
-			}
+		done := early.drained > 0
+		for _, n := range together {
+			n.poll(h.Ctx, put)
 			done = done && n.drained > 0
 		}
 		return done
@@ -125,7 +124,7 @@ func TestTwoClustersOneQueue(t *testing.T) {
 
 	got := receiptsOf(t, map[string]*testenv.Lifeboat{"a": lbA, "b": lbB})
 	foreign := 0
-	for _, n := range append([]*spotNode{early}, together...) {
+	for _, n := range all {
 		rs := got[n.id]
 		foreign += len(rs) - 1
 		if len(rs) == 0 || rs[len(rs)-1].by != n.cluster || !rs[len(rs)-1].own {
@@ -176,7 +175,6 @@ func receiptsOf(t *testing.T, lbs map[string]*testenv.Lifeboat) map[string][]rec
 				Time       time.Time `json:"time"`
 				Msg        string    `json:"msg"`
 				InstanceID string    `json:"instanceID"`
-				Action     string    `json:"action"`
 			}
 			if json.Unmarshal([]byte(line), &l) != nil || l.InstanceID == "" {
 				continue
