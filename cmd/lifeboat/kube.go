@@ -56,6 +56,11 @@ type kubeClients struct {
 	// electionConfig is the leader election's own client configuration:
 	// never fenced, never queued behind a drain; counted.
 	electionConfig *rest.Config
+	// journalConfig writes the failover journal (internal/failover), at
+	// most a few ConfigMaps a second, with a limiter of its own so that
+	// it never waits behind a storm's drains; counted and fenced: only
+	// the leader writes it.
+	journalConfig *rest.Config
 	// forecast reads pods and PodDisruptionBudgets for the drain forecast
 	// with a small rate limit of its own: a forecast is never in the way
 	// of an eviction (in a burst, forecasts come late instead). Reads
@@ -103,6 +108,11 @@ func newKubeClients(rc *rest.Config, cfg config.Config, m *metrics.Metrics, fenc
 	lc.QPS, lc.Burst = 5, 10
 	lc.Wrap(m.CountKubeRequests)
 	c.electionConfig = lc
+	jc := rest.CopyConfig(rc)
+	jc.QPS, jc.Burst = 5, 10
+	jc.Wrap(m.CountKubeRequests)
+	jc.Wrap(fence)
+	c.journalConfig = jc
 	fc := rest.CopyConfig(rc)
 	fc.QPS, fc.Burst = 10, 20
 	fc.Wrap(m.CountKubeRequests)

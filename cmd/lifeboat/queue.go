@@ -66,6 +66,10 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 	index := nodes.New(a.kube.main, nodes.Options{LabelSelector: cfg.NodeScope(), OnListWatch: a.ready.NodeWatch})
 	a.ready.WatchNodes(index.Synced)
 	g.Go(func() error { index.Run(ctx); return nil })
+	journal, err := a.failoverJournal()
+	if err != nil {
+		return err
+	}
 	source := sqs.New(sqsClient, a.clock, a.log, sqs.Options{
 		QueueURL: cfg.QueueURL, Workers: cfg.Workers, Receivers: cfg.QueueReceivers, Visibility: cfg.VisibilityTimeout, DryRun: cfg.DryRun,
 		OnReceiveError: func(error) {
@@ -75,6 +79,9 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		},
 		OnReceive: func() { a.metrics.SourceHealthy.WithLabelValues("sqs").Set(1); a.ready.SetSource(true) },
 		HandBack:  handBackClient,
+		// A replica that may have lost the Lease leaves what the
+		// journal holds to the next leader (failover.Journal.Recorded).
+		KeepOnHandBack: func(handle string) bool { return journal != nil && !a.fence.Open() && journal.Recorded(handle) },
 	})
 	a.replacer = newReplacer(a, cs)
 	// One shared pod watch serves every drain's wait (a burst's thousand
@@ -162,7 +169,7 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 			case <-ctrl.Started():
 			}
 			a.log.Info("consuming queue", "queueURL", cfg.QueueURL)
-			return source.Run(queueCtx, in.Handle)
+			return a.journaled(queueCtx, journal, source, func() error { return source.Run(queueCtx, in.Handle) })
 		})
 		return lg.Wait()
 	}

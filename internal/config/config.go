@@ -151,8 +151,11 @@ type Config struct {
 	// ServiceAccount, the kubeconfig's context), for the log.
 	LeaseNamespaceFrom string
 	LeaseDuration      time.Duration
-	LogFormat          string
-	LogLevel           string
+	// FailoverJournal keeps the messages the leader holds in ConfigMaps
+	// beside the Lease (internal/failover).
+	FailoverJournal bool
+	LogFormat       string
+	LogLevel        string
 	// EventAnnotations are added to every Kubernetes Event.
 	EventAnnotations map[string]string
 

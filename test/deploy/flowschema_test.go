@@ -14,14 +14,15 @@ import (
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
-// The chart's FlowSchemas hold exactly lifeboat's node writes (in the
-// priority level the chart creates for them) and its Lease (in
-// leader-election). The real binary, with the chart's ServiceAccount, roles and
+// The chart's FlowSchemas hold exactly lifeboat's node writes and its
+// failover journal's ConfigMap requests (in the priority level the chart
+// creates for them) and its Lease (in leader-election). The real binary, with the chart's ServiceAccount, roles and
 // FlowSchemas and the Deployment's rendered settings, leads and drains a
 // node on a Spot interruption (with terminatingCondition, so that a
 // nodes/status patch is among the writes). The API server's count of
 // requests it dispatched in <release>-node-writes equals the node GETs and
-// PATCHes lifeboat sent through a recording proxy, and the count in
+// PATCHes and the journal's ConfigMap requests lifeboat sent through a
+// recording proxy, and the count in
 // <release>-leader-election its Lease requests: nothing else of lifeboat's
 // lands in them, and none of those lands elsewhere.
 func TestFlowSchemas(t *testing.T) {
@@ -98,18 +99,21 @@ func TestFlowSchemas(t *testing.T) {
 	after := dispatchedIn(ctx, t, levelOf)
 
 	want := map[string]float64{}
-	var statusPatches float64
+	var statusPatches, journal float64
 	for _, c := range kp.snapshot() {
 		if s := flowSchemaOf(c, w.ns, writes, lease); s != "" {
 			want[s]++
 			if c.method == http.MethodPatch && strings.HasSuffix(c.path, "/status") {
 				statusPatches++
 			}
+			if strings.Contains(c.path, "/configmaps") {
+				journal++
+			}
 		}
 	}
-	if want[writes] < 2 || want[lease] < 2 || statusPatches < 1 {
-		t.Fatalf("lifeboat sent %v node gets and patches (%v of them nodes/status), %v Lease requests; want at least a cordon, the drained record, the condition, and the Lease's create and a renewal",
-			want[writes], statusPatches, want[lease])
+	if want[writes] < 2 || want[lease] < 2 || statusPatches < 1 || journal < 2 {
+		t.Fatalf("lifeboat sent %v node gets and patches (%v of them nodes/status) and journal requests (%v of them), %v Lease requests; want at least a cordon, the drained record, the condition, the journal read and written, and the Lease's create and a renewal",
+			want[writes], statusPatches, journal, want[lease])
 	}
 	for _, name := range names {
 		got := after[name] - before[name]
@@ -122,8 +126,9 @@ func TestFlowSchemas(t *testing.T) {
 
 // flowSchemaOf names the chart's FlowSchema a Kubernetes request through
 // the proxy belongs in by its method and path: writes for a GET or PATCH
-// of one node (or its status), lease for a Lease request in the release
-// namespace ns; "" for every other.
+// of one node (or its status) and for a ConfigMap request in the release
+// namespace ns (the failover journal), lease for a Lease request in ns; ""
+// for every other.
 func flowSchemaOf(c call, ns, writes, lease string) string {
 	parts := strings.Split(strings.Trim(c.path, "/"), "/")
 	switch {
@@ -131,6 +136,8 @@ func flowSchemaOf(c call, ns, writes, lease string) string {
 		return ""
 	case len(parts) >= 4 && len(parts) <= 5 && parts[0] == "api" && parts[2] == "nodes" &&
 		(c.method == http.MethodGet || c.method == http.MethodPatch) && (len(parts) == 4 || parts[4] == "status"):
+		return writes
+	case strings.HasPrefix(c.path, "/api/v1/namespaces/"+ns+"/configmaps"):
 		return writes
 	case strings.HasPrefix(c.path, "/apis/coordination.k8s.io/v1/namespaces/"+ns+"/leases"):
 		return lease

@@ -160,6 +160,9 @@ func without(t testing.TB, objs []*unstructured.Unstructured, releaseNS string, 
 // With any one grant removed, the same scenario fails: no grant is unused.
 func TestRBACLeastPrivilege(t *testing.T) {
 	leastPrivilege(t, map[string]any{"queueURL": exampleQueue}, []string{
+		"configmaps create in Role release",
+		"configmaps get (by name) in Role release",
+		"configmaps update (by name) in Role release",
 		"coordination.k8s.io/leases create in Role release",
 		"coordination.k8s.io/leases get (by name) in Role release",
 		"coordination.k8s.io/leases update (by name) in Role release",
@@ -406,7 +409,37 @@ func rbacScenario(ctx context.Context, t *testing.T, drop *grant, barrier func()
 		return err
 	}
 	checkConflicted(t, kp)
+	if err := journalKept(kp); err != nil {
+		return err
+	}
 	return p.healthy()
+}
+
+// journalKept says whether the leader kept its failover journal through
+// kp: read it when it led (absent or not), created a shard for the
+// messages it held and wrote it again once they were done, with no
+// ConfigMap request refused.
+func journalKept(kp *proxy) error {
+	var read, created, updated bool
+	for _, c := range kp.snapshot() {
+		if !strings.Contains(c.path, "/configmaps") {
+			continue
+		}
+		switch {
+		case c.status == http.StatusForbidden:
+			return fmt.Errorf("the failover journal: %s %s answered 403", c.method, c.path)
+		case c.method == http.MethodGet && (c.status == http.StatusOK || c.status == http.StatusNotFound):
+			read = true
+		case c.method == http.MethodPost && c.status == http.StatusCreated:
+			created = true
+		case c.method == http.MethodPut && c.status == http.StatusOK:
+			updated = true
+		}
+	}
+	if !read || !created || !updated {
+		return fmt.Errorf("the failover journal was read %v, created %v, updated %v; want all three", read, created, updated)
+	}
+	return nil
 }
 
 // conflictingProxy is the API server as lifeboat sees it in these

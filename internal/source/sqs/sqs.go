@@ -92,6 +92,12 @@ type Options struct {
 	// visibility timeout. Only messages whose visibility this source
 	// knows has not lapsed are handed back (see inFlight.hiddenUntil).
 	HandBack HandBackAPI
+	// KeepOnHandBack, if set, names the messages (by receipt handle) the
+	// source keeps when it stops instead of handing them back: queue mode
+	// keeps those of the failover journal when this replica may no longer
+	// lead, because the next leader makes them visible itself, and may
+	// already be working on them.
+	KeepOnHandBack func(handle string) bool
 }
 
 // Source is the SQS event source.
@@ -336,6 +342,26 @@ func (s *Source) forget(r Receipt) string {
 	}
 	delete(s.inFlight, r.MessageID)
 	return handle
+}
+
+// Held is a message the source holds: plain data for the failover journal.
+type Held struct {
+	MessageID string
+	Handle    string // the newest receipt handle
+	// HiddenUntil is when its visibility ends at the latest, as far as
+	// the source knows (inFlight.hiddenUntil).
+	HiddenUntil time.Time
+}
+
+// Held returns the messages being worked on.
+func (s *Source) Held() []Held {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Held, 0, len(s.inFlight))
+	for id, f := range s.inFlight {
+		out = append(out, Held{MessageID: id, Handle: f.handle, HiddenUntil: f.hiddenUntil})
+	}
+	return out
 }
 
 // InFlight returns the number of messages being worked on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,10 +20,14 @@ func (s *Source) handBack(ctx context.Context) {
 	s.mu.Lock()
 	var entries []types.ChangeMessageVisibilityBatchRequestEntry
 	var ids []string
-	lapsed := 0
+	lapsed, kept := 0, 0
 	for id, f := range s.inFlight {
 		if !now.Before(f.hiddenUntil) {
 			lapsed++
+			continue
+		}
+		if s.o.KeepOnHandBack != nil && s.o.KeepOnHandBack(f.handle) {
+			kept++
 			continue
 		}
 		entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{
@@ -38,7 +43,22 @@ func (s *Source) handBack(ctx context.Context) {
 	if lapsed > 0 {
 		s.log.Info("not handing back messages whose visibility may have lapsed: another consumer may hold them", "messages", lapsed)
 	}
+	if kept > 0 {
+		s.log.Info("not handing back messages the next leader finds in the failover journal", "messages", kept)
+	}
 	s.changeVisibility(ctx, s.o.HandBack, entries, ids, "handing a message back failed")
+}
+
+// Reveal makes the messages of receipt handles another replica held (the
+// failover journal of a leader that died) visible at once, through the
+// hand-back client, and returns how many it made visible. A handle whose
+// message was deleted meanwhile fails; that is not an error.
+func (s *Source) Reveal(ctx context.Context, handles []string) int {
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(handles))
+	for i, h := range handles {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}
+	}
+	return s.changeVisibility(ctx, s.o.HandBack, entries, nil, "making a former leader's message visible failed")
 }
 
 // stillInFlight reports whether the message of batch entry entryID (an
@@ -123,28 +143,43 @@ const batchesInFlight = 8
 // that got its new visibility is known hidden until its batch's send time
 // plus it. A failed entry is logged with failure unless its message was
 // deleted meanwhile (the source no longer holds it).
-func (s *Source) changeVisibility(ctx context.Context, api HandBackAPI, entries []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) {
+//
+// It returns how many entries succeeded. With ids nil the messages are not
+// this source's: nothing is recorded and failures are only counted.
+func (s *Source) changeVisibility(ctx context.Context, api HandBackAPI, entries []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) int {
 	var g errgroup.Group
 	g.SetLimit(batchesInFlight)
+	var mu sync.Mutex
+	done := 0
 	for i := 0; i < len(entries); i += maxMessages {
 		batch := entries[i:min(i+maxMessages, len(entries))]
 		g.Go(func() error {
-			s.changeBatch(ctx, api, batch, entries, ids, failure)
+			n := s.changeBatch(ctx, api, batch, entries, ids, failure)
+			mu.Lock()
+			done += n
+			mu.Unlock()
 			return nil
 		})
 	}
 	_ = g.Wait()
+	return done
 }
 
 // changeBatch sends one batch of entries (a slice of all).
-func (s *Source) changeBatch(ctx context.Context, api HandBackAPI, batch, all []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) {
+func (s *Source) changeBatch(ctx context.Context, api HandBackAPI, batch, all []types.ChangeMessageVisibilityBatchRequestEntry, ids []string, failure string) int {
 	sent := s.clock.Now()
 	out, err := api.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.o.QueueURL), Entries: batch})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			s.log.Warn(failure, "messages", len(batch), "error", err.Error())
 		}
-		return
+		return 0
+	}
+	if ids == nil {
+		for _, f := range out.Failed {
+			s.log.Debug(failure, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+		}
+		return len(out.Successful)
 	}
 	s.hidden(sent, ids, all, out.Successful)
 	for _, f := range out.Failed {
@@ -153,4 +188,5 @@ func (s *Source) changeBatch(ctx context.Context, api HandBackAPI, batch, all []
 		}
 		s.log.Warn(failure, "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
 	}
+	return len(out.Successful)
 }

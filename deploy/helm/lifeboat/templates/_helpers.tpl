@@ -59,6 +59,16 @@ contradiction between the two is an error, never a guess. */}}
 {{- default (include "lifeboat.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
+{{/* The failover journal's ConfigMaps (--failover-journal): <lease>-inflight-0 to -3. */}}
+{{- define "lifeboat.journalNames" -}}
+{{- $lease := include "lifeboat.leaseName" . -}}
+{{- $names := list -}}
+{{- range $i := until 4 -}}
+{{- $names = append $names (printf "%s-inflight-%d" $lease $i | quote) -}}
+{{- end -}}
+{{- join ", " $names -}}
+{{- end -}}
+
 {{- define "lifeboat.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
@@ -194,6 +204,7 @@ refuses the others). */}}
 {{- if .Values.leaderElection.enabled }}
 {{- include "lifeboat.flag" (list "lease-name" (include "lifeboat.leaseName" .)) }}
 {{- include "lifeboat.flag" (list "lease-duration" .Values.leaderElection.leaseDuration) }}
+{{- include "lifeboat.flag" (list "failover-journal" .Values.leaderElection.failoverJournal) }}
 {{- end }}
 {{- else }}
 {{- if and .Values.awsEndpoint (not .Values.imdsCompleteLifecycle) }}
