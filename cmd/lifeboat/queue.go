@@ -82,6 +82,11 @@ func (a *app) startQueue(ctx context.Context, g *errgroup.Group) error {
 		// A replica that may have lost the Lease leaves what the
 		// journal holds to the next leader (failover.Journal.Recorded).
 		KeepOnHandBack: func(handle string) bool { return journal != nil && !a.fence.Open() && journal.Recorded(handle) },
+		OnHold: func() {
+			if journal != nil {
+				journal.Notify()
+			}
+		},
 	})
 	a.replacer = newReplacer(a, cs)
 	// One shared pod watch serves every drain's wait (a burst's thousand

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -194,7 +195,7 @@ func TestWritesOverAShardChangedUnderIt(t *testing.T) {
 	})
 	h.set(msg(1, time.Minute), msg(2, time.Minute), msg(5, time.Minute))
 	step(shardsHolding(msg(1, 0), msg(2, 0), msg(5, 0))) // one of them refused with 409
-	step(1) // read again and written over
+	step(1)                                              // read again and written over
 	if got := shardText(t, cs, "m-1"); !strings.Contains(got, handle(1)) {
 		t.Errorf("shard of m-1 after the conflict: %q, want it to hold message 1", got)
 	}
@@ -306,3 +307,84 @@ func sameText(a, b [Shards]shardData) bool {
 }
 
 var _ ConfigMaps = fake.NewClientset().CoreV1().ConfigMaps(ns)
+
+// Newly held messages are written at once after a Notify, or Soon after
+// the last round of writes; they do not wait for Interval.
+func TestNotifyWritesNewMessagesSoon(t *testing.T) {
+	cs := fake.NewClientset()
+	fc := clocktesting.NewFakeClock(start)
+	h := &holder{}
+	j := New(cs.CoreV1().ConfigMaps(ns), "lb-inflight", nil, fc, quiet())
+	running(t, j, h, fc, cs)
+	h.set(msg(1, time.Minute))
+	j.Notify()
+	waitFor(t, "the first message written without a tick", func() bool { return writes(cs) == 1 })
+	h.set(msg(1, time.Minute), msg(2, time.Minute))
+	j.Notify()
+	j.Notify() // a second notice while a round is due adds nothing
+	waitFor(t, "the round armed", func() bool { return fc.HasWaiters() && len(j.notify) == 0 })
+	time.Sleep(20 * time.Millisecond)
+	if got := writes(cs); got != 1 {
+		t.Fatalf("%d writes right after the second notice, want 1: the round waits Soon after the last", got)
+	}
+	fc.Step(Soon)
+	waitFor(t, "the second message written Soon after the first", func() bool { return writes(cs) == 2 })
+	if !j.Recorded(handle(2)) {
+		t.Errorf("message 2 not recorded")
+	}
+}
+
+// gatedUpdates holds every Update until gate closes, then fails it if its
+// context ended meanwhile, as a real client does.
+type gatedUpdates struct {
+	ConfigMaps
+	gate    chan struct{}
+	waiting chan struct{} // one value per Update that reached the gate
+	mu      sync.Mutex
+	failed  int
+}
+
+func (g *gatedUpdates) Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error) {
+	g.waiting <- struct{}{}
+	<-g.gate
+	if err := ctx.Err(); err != nil {
+		g.mu.Lock()
+		g.failed++
+		g.mu.Unlock()
+		return nil, err
+	}
+	return g.ConfigMaps.Update(ctx, cm, opts)
+}
+
+// A stop during a round of writes lets the round finish, then writes what
+// is left (nothing, after the hand-back). On the first build the stop
+// cancelled the round's write ("context canceled" in a 1,000-node
+// rollout's log).
+func TestStopLetsARoundFinish(t *testing.T) {
+	cs := fake.NewClientset()
+	g := &gatedUpdates{ConfigMaps: cs.CoreV1().ConfigMaps(ns), gate: make(chan struct{}), waiting: make(chan struct{}, 10)}
+	fc := clocktesting.NewFakeClock(start)
+	h := &holder{}
+	j := New(g, "lb-inflight", nil, fc, quiet())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); j.Run(ctx, h) }()
+	h.set(msg(1, time.Minute))
+	j.Notify()
+	waitFor(t, "the create", func() bool { return writes(cs) == 1 })
+	h.set(msg(1, 2*time.Minute))
+	waitFor(t, "the ticker", fc.HasWaiters)
+	fc.Step(Interval)
+	<-g.waiting // the round's update is on its way
+	cancel()
+	time.Sleep(20 * time.Millisecond)
+	h.set() // handed back
+	close(g.gate)
+	<-done
+	if g.failed != 0 {
+		t.Errorf("%d updates failed: the stop cancelled a round on its way", g.failed)
+	}
+	if got := shardText(t, cs, "m-1"); got != "" {
+		t.Errorf("after the stop the shard holds %q, want nothing", got)
+	}
+}

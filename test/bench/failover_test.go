@@ -277,6 +277,13 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 	for k, proc := range p.procs {
 		if log, err := os.ReadFile(proc.LogPath); err == nil {
 			out.Warnings[string(rune('a'+k))] = logWarnings(string(log))
+			// The whole log beside the report, for what the counts
+			// do not say (which error a warning carried).
+			if dir := os.Getenv("LIFEBOAT_BENCH_OUT"); dir != "" {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("failover-%s-replica-%c.log", p.mode, 'a'+k)), log, 0o644); err != nil {
+					b.Logf("keeping replica %c's log: %v", 'a'+k, err)
+				}
+			}
 		}
 	}
 	pods := f.pods(podsPer)

@@ -99,3 +99,19 @@ func TestHeldAndKeepOnHandBack(t *testing.T) {
 		t.Errorf("still held after the stop: %v", s.Held())
 	}
 }
+
+// OnHold is told once a receive adds messages to those held, and not when
+// a receive brings nothing new (the same message again) or nothing at all.
+func TestOnHoldOnlyForNewMessages(t *testing.T) {
+	q := &twiceQueue{handles: []string{"h1", "h2"}}
+	var holds int
+	s := New(q, clocktesting.NewFakeClock(clocktest.Epoch), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{QueueURL: "q", OnHold: func() { holds++ }})
+	for range 3 { // m1, m1 again, nothing
+		if _, err := s.receive(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if holds != 1 {
+		t.Errorf("OnHold told %d times, want once", holds)
+	}
+}

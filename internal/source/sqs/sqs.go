@@ -84,6 +84,10 @@ type Options struct {
 	OnReceiveError func(error)
 	// OnReceive is told about successful receives (readiness).
 	OnReceive func()
+	// OnHold, if set, is told when a receive added messages to those the
+	// source holds (the failover journal writes them soon). It must not
+	// block.
+	OnHold func()
 	// HandBack, if set, is the client that hands the messages still in
 	// flight back when Run stops (nil: the source's own). Making a message
 	// visible again cannot act on anything, so queue mode sends it past
@@ -291,6 +295,9 @@ func (s *Source) receive(ctx context.Context) ([]Message, error) {
 		}
 		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now, hiddenUntil: hiddenUntil}
 		msgs = append(msgs, msg)
+	}
+	if len(msgs) > 0 && s.o.OnHold != nil {
+		s.o.OnHold()
 	}
 	return msgs, nil
 }
