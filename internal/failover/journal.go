@@ -49,6 +49,13 @@ const Soon = 250 * time.Millisecond
 // several megabytes a second for the whole storm.
 const Interval = 2 * time.Second
 
+// bytesPerSecond bounds what the journal sends the API server, and etcd
+// keeps a revision of, in a storm: after a round that wrote n bytes the
+// next waits n/bytesPerSecond at least. A 5,000-message journal of real
+// receipt handles is about 2 MB, so its rounds come every 2 s instead of
+// every Soon (8 MB a second); a 1,000-message one's every 400 ms.
+const bytesPerSecond = 1 << 20
+
 // maxShardBytes bounds a shard's data below the API server's 1 MiB limit
 // for a ConfigMap; what does not fit is left out (and logged): those
 // messages come back after their visibility timeout.
@@ -186,7 +193,7 @@ func (j *Journal) Notify() {
 func (j *Journal) Run(ctx context.Context, h Holder) {
 	t := j.clock.NewTicker(Interval)
 	defer t.Stop()
-	var last time.Time        // the last round of writes
+	var next time.Time        // the earliest next round (Soon, bytesPerSecond)
 	var soon <-chan time.Time // armed by a Notify
 	// A round is never cut short by the stop (its writes would fail with
 	// "context canceled" and the last one wait for the next): the stop
@@ -195,8 +202,9 @@ func (j *Journal) Run(ctx context.Context, h Holder) {
 		soon = nil
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
 		defer cancel()
-		j.write(rctx, h.Held())
-		last = j.clock.Now()
+		started := j.clock.Now()
+		wrote := j.write(rctx, h.Held())
+		next = started.Add(max(Soon, time.Duration(wrote)*time.Second/bytesPerSecond))
 	}
 	for {
 		select {
@@ -204,14 +212,16 @@ func (j *Journal) Run(ctx context.Context, h Holder) {
 			round()
 			return
 		case <-t.C():
-			round()
+			if soon == nil && !j.clock.Now().Before(next) {
+				round()
+			}
 		case <-soon:
 			round()
 		case <-j.notify:
 			if soon != nil {
 				continue // a round is due already
 			}
-			if wait := Soon - j.clock.Since(last); wait > 0 {
+			if wait := next.Sub(j.clock.Now()); wait > 0 {
 				soon = j.clock.After(wait)
 				continue
 			}
@@ -224,8 +234,8 @@ func (j *Journal) Run(ctx context.Context, h Holder) {
 const roundTimeout = 5 * time.Second
 
 // write brings every shard to what held says, writing only the shards that
-// changed.
-func (j *Journal) write(ctx context.Context, held []sqs.Held) {
+// changed, and returns the bytes it sent.
+func (j *Journal) write(ctx context.Context, held []sqs.Held) (wrote int) {
 	for i, data := range split(held) {
 		s := &j.shards[i]
 		if s.known && s.data == data.text && s.leftOut == data.leftOut {
@@ -236,6 +246,7 @@ func (j *Journal) write(ctx context.Context, held []sqs.Held) {
 				"shard", Name(j.name, i), "leftOut", data.leftOut)
 		}
 		err := j.put(ctx, i, data.text)
+		wrote += len(data.text)
 		if err == nil {
 			j.record(i, data.handles)
 		}
@@ -249,7 +260,7 @@ func (j *Journal) write(ctx context.Context, held []sqs.Held) {
 			continue
 		case err != nil:
 			if !s.failing {
-				j.log.Warn("writing the failover journal failed; retrying every second", "shard", Name(j.name, i), "error", err.Error())
+				j.log.Warn("writing the failover journal failed; retrying at the next round", "shard", Name(j.name, i), "error", err.Error())
 			}
 			s.failing = true
 			continue
@@ -259,6 +270,7 @@ func (j *Journal) write(ctx context.Context, held []sqs.Held) {
 		}
 		s.failing, s.leftOut = false, data.leftOut
 	}
+	return wrote
 }
 
 func (j *Journal) record(i int, handles []string) {

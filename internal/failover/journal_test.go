@@ -388,3 +388,39 @@ func TestStopLetsARoundFinish(t *testing.T) {
 		t.Errorf("after the stop the shard holds %q, want nothing", got)
 	}
 }
+
+// A large journal is written no faster than bytesPerSecond: after a round
+// of 4,000 real-sized handles (~1.6 MB) a newly held message waits about
+// 1.5 s, not Soon.
+func TestLargeJournalRoundsSpacedByBytes(t *testing.T) {
+	cs := fake.NewClientset()
+	fc := clocktesting.NewFakeClock(start)
+	h := &holder{}
+	j := New(cs.CoreV1().ConfigMaps(ns), "lb-inflight", nil, fc, quiet())
+	running(t, j, h, fc, cs)
+	var held []sqs.Held
+	for i := range 4000 {
+		held = append(held, msg(i, time.Minute))
+	}
+	h.set(held...)
+	j.Notify()
+	waitFor(t, "the first round", func() bool { return writes(cs) == Shards })
+	wrote := 0
+	for _, d := range split(held) {
+		wrote += len(d.text)
+	}
+	spacing := time.Duration(wrote) * time.Second / bytesPerSecond
+	if spacing < 4*Soon {
+		t.Fatalf("the test's journal is %d bytes, a spacing of %v: too small to tell from Soon", wrote, spacing)
+	}
+	h.set(append(held, msg(9999, time.Minute))...)
+	j.Notify()
+	waitFor(t, "the round armed", func() bool { return len(j.notify) == 0 })
+	fc.Step(Soon)
+	time.Sleep(20 * time.Millisecond)
+	if got := writes(cs); got != Shards {
+		t.Fatalf("%d writes Soon after a ~%d-byte round, want none yet", got-Shards, wrote)
+	}
+	fc.Step(spacing - Soon)
+	waitFor(t, "the new message written once the bytes allow", func() bool { return writes(cs) == Shards+1 })
+}
