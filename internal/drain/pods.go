@@ -169,6 +169,11 @@ const AnyVersion = "0"
 // from 5.48 at 5,000 nodes, but the storm then sent more at once: APF
 // turned away 15,172 requests instead of 5,623 and the last drain ended at
 // 195.7 s instead of 138.1 s (docs/benchmarks.md, session 17).
+//
+// The pods keep their managedFields, which nothing here reads: dropping
+// them did not lower a 5,000-node storm's peak memory (499 MiB against
+// 417 MiB in the same run; docs/benchmarks.md, session 18), which is set by
+// what a burst allocates between collections, not by what drains keep.
 func NodePods(ctx context.Context, client Client, node, minVersion string) (*corev1.PodList, error) {
 	opts := metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("spec.nodeName", node).String(),
