@@ -19,7 +19,7 @@ const exampleQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/lifeboat"
 // Roles grant, over the renders that between them grant everything: queue
 // mode with its defaults, with forceDeleteAtDeadline, with
 // deleteGhostNodes, with terminatingCondition, with replacementFirst and
-// with planWithKubeletShutdown, IMDS mode.
+// with planWithKubeletShutdown, with the failover journal, IMDS mode.
 func chartGrants(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -30,6 +30,7 @@ func chartGrants(t *testing.T) []string {
 		{"queueURL": exampleQueue, "terminatingCondition": true},
 		{"queueURL": exampleQueue, "replacementFirst": true},
 		{"queueURL": exampleQueue, "planWithKubeletShutdown": true},
+		{"queueURL": exampleQueue, "leaderElection": map[string]any{"failoverJournal": true}},
 		{"mode": "imds"},
 	} {
 		r, err := testenv.RenderChart("lifeboat", "kube-system", values)

@@ -19,7 +19,8 @@ import (
 // creates for them) and its Lease (in leader-election). The real binary, with the chart's ServiceAccount, roles and
 // FlowSchemas and the Deployment's rendered settings, leads and drains a
 // node on a Spot interruption (with terminatingCondition, so that a
-// nodes/status patch is among the writes). The API server's count of
+// nodes/status patch is among the writes, and the failover journal, off
+// by default, so that its requests are). The API server's count of
 // requests it dispatched in <release>-node-writes equals the node GETs and
 // PATCHes and the journal's ConfigMap requests lifeboat sent through a
 // recording proxy, and the count in
@@ -28,7 +29,7 @@ import (
 func TestFlowSchemas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	w, err := newWorld(t, ctx, map[string]any{"terminatingCondition": true})
+	w, err := newWorld(t, ctx, map[string]any{"terminatingCondition": true, "leaderElection": map[string]any{"failoverJournal": true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	w, err := newWorld(t, ctx, map[string]any{
-		"leaderElection":    map[string]any{"enabled": true, "leaseDuration": leaseDuration.String()},
+		"leaderElection":    map[string]any{"enabled": true, "leaseDuration": leaseDuration.String(), "failoverJournal": true},
 		"visibilityTimeout": "10s",
 		"evictionBackoff":   "500ms",
 	})

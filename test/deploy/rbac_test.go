@@ -30,7 +30,8 @@ import (
 )
 
 // rbacValues are the chart values of the least-privilege test: every
-// optional permission on (force delete), times short enough for a test.
+// optional permission on (force delete, the failover journal), times short
+// enough for a test.
 // The PDB-guarded pod stays until the deadline
 // (deleteBlockedPodsBeforeDeadline false), so that the drain forecast
 // warns on it (Events in its namespace) and it is force-deleted then
@@ -41,7 +42,7 @@ var rbacValues = map[string]any{
 	"terminatingCondition":            true,
 	"deadlineMargin":                  "1s",
 	"evictionBackoff":                 "500ms",
-	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s"},
+	"leaderElection":                  map[string]any{"enabled": true, "leaseDuration": "5s", "failoverJournal": true},
 }
 
 // grant is one verb on one resource in one of the chart's roles: the unit
@@ -159,7 +160,7 @@ func without(t testing.TB, objs []*unstructured.Unstructured, releaseNS string, 
 // the deadline, a repeated interruption, a concurrent writer on the nodes.
 // With any one grant removed, the same scenario fails: no grant is unused.
 func TestRBACLeastPrivilege(t *testing.T) {
-	leastPrivilege(t, map[string]any{"queueURL": exampleQueue}, []string{
+	leastPrivilege(t, map[string]any{"queueURL": exampleQueue, "leaderElection": map[string]any{"failoverJournal": true}}, []string{
 		"configmaps create in Role release",
 		"configmaps get (by name) in Role release",
 		"configmaps update (by name) in Role release",
