@@ -245,15 +245,31 @@ func leaderScenario(t *testing.T, sig syscall.Signal) {
 		// held in the failover journal and made it visible itself (before
 		// the journal, 2.7-6 s after b led, when a's last extension ran
 		// out).
+		// Any of a's receipts of it: a paused a's long polls still open
+		// at SQS may take the message again once b reveals it.
 		revealed := handBacks(b.sqs)
-		if at, ok := revealed[receiptOf(act.Token, a.sqs)]; !ok || at.Before(bLeads.Add(-time.Second)) {
+		found := false
+		for _, h := range receiptsOf(act.Token, a.sqs) {
+			if at, ok := revealed[h]; ok && !at.Before(bLeads.Add(-time.Second)) {
+				found = true
+			}
+		}
+		if !found {
 			t.Errorf("b did not make the message a held visible from the failover journal once it led (b's visibility-0 changes: %v)", revealed)
 		}
 	}
-	// Either way b received the message at once (visibility timeout 10 s).
-	if got := receivedAt(act.Token, b.sqs); got.IsZero() || got.Sub(bLeads) > 2*time.Second {
+	// b received the message at once (visibility timeout 10 s). Only after
+	// a rollout: a killed or paused a's last long polls stay open at SQS up
+	// to 5 s after it went, and one of them may take the message b revealed
+	// (CI, 4391074: the lease here, 3 s, is shorter than a long poll; the
+	// chart's 15 s is not; docs/operations.md).
+	got := receivedAt(act.Token, b.sqs)
+	switch {
+	case sig == syscall.SIGTERM && (got.IsZero() || got.Sub(bLeads) > 2*time.Second):
 		t.Errorf("b received the lifecycle message %v after it led (zero: never); want within 2 s, not after the visibility timeout", got.Sub(bLeads).Round(time.Millisecond))
-	} else {
+	case got.IsZero():
+		t.Logf("b did not receive the lifecycle message before the action ended (a's open long poll took it)")
+	default:
 		t.Logf("b received the lifecycle message %v after it led", got.Sub(bLeads).Round(time.Millisecond))
 	}
 	if _, err := kube.Client.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -474,6 +490,18 @@ func receiptOf(token string, p *proxy) string {
 		}
 	})
 	return h
+}
+
+// receiptsOf returns every receipt handle of the message carrying token
+// received through p, in order.
+func receiptsOf(token string, p *proxy) []string {
+	var hs []string
+	receivedMessages(p, func(_ time.Time, _, handle, body string) {
+		if strings.Contains(body, token) {
+			hs = append(hs, handle)
+		}
+	})
+	return hs
 }
 
 // receivedAt returns when the message carrying token was first received

@@ -136,6 +136,7 @@ var chartValueOf = map[string]string{
 	"replacement-first":           "replacementFirst",
 	"imds-complete-lifecycle":     "imdsCompleteLifecycle",
 	"lease-name":                  "leaderElection.leaseName",
+	"failover-journal":            "leaderElection.failoverJournal",
 	"terminating-condition":       "terminatingCondition",
 }
 

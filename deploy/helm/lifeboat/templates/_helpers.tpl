@@ -191,11 +191,17 @@ refuses the others). */}}
 {{- include "lifeboat.flag" (list "replacement-first" true) }}
 {{- end }}
 {{- range .Values.extraArgs }}
+{{- if regexMatch "^--?failover-journal(=|$)" (toString .) }}
+{{- fail (printf "extraArgs sets %s: set leaderElection.failoverJournal instead, which also grants the journal's ConfigMaps" (toString .)) }}
+{{- end }}
 {{- if and (regexMatch "^--?lease-(name|namespace)(=|$)" (toString .)) (not (regexMatch (printf "^--?lease-namespace=%s$" (regexQuoteMeta $.Release.Namespace)) (toString .))) }}
 {{- fail (printf "extraArgs sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" (toString .)) }}
 {{- end }}
 {{- end }}
 {{- range $e := .Values.extraEnv }}
+{{- if eq (toString $e.name) "LIFEBOAT_FAILOVER_JOURNAL" }}
+{{- fail "extraEnv sets LIFEBOAT_FAILOVER_JOURNAL: set leaderElection.failoverJournal instead, which also grants the journal's ConfigMaps" }}
+{{- end }}
 {{- if or (eq (toString $e.name) "LIFEBOAT_LEASE_NAME") (and (eq (toString $e.name) "LIFEBOAT_LEASE_NAMESPACE") (ne (toString $e.value) $.Release.Namespace)) }}
 {{- fail (printf "extraEnv sets %s: the chart's Role grants only the Lease leaderElection.leaseName in the release namespace; set leaderElection.leaseName instead" $e.name) }}
 {{- end }}
