@@ -127,15 +127,6 @@ func Name(name string, i int) string {
 	return fmt.Sprintf("%s-%d", name, i)
 }
 
-// Names are the ConfigMaps of the journal called name.
-func Names(name string) []string {
-	out := make([]string, Shards)
-	for i := range out {
-		out[i] = Name(name, i)
-	}
-	return out
-}
-
 // Recover reads the journal a previous leader left and makes its messages
 // whose visibility has not lapsed visible again at once, then empties it.
 // Called once a replica leads, before it receives. Only the leader writes

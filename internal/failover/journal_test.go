@@ -133,7 +133,8 @@ func TestTheNextLeaderRevealsWhatTheDeadOneHeld(t *testing.T) {
 	if want := []string{handle(1), handle(2)}; !slices.Equal(revealed, want) {
 		t.Errorf("revealed %d handles %v, want messages 1 and 2 (3 is hidden for less than the margin, 4 lapsed)", len(revealed), revealed)
 	}
-	for _, name := range Names("lb-inflight") {
+	for i := range Shards {
+		name := Name("lb-inflight", i)
 		cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue

@@ -483,13 +483,11 @@ func receipts(p *proxy) map[string]time.Time {
 // receiptOf returns the receipt handle of the last receive through p of
 // the message carrying token.
 func receiptOf(token string, p *proxy) string {
-	var h string
-	receivedMessages(p, func(_ time.Time, _, handle, body string) {
-		if strings.Contains(body, token) {
-			h = handle
-		}
-	})
-	return h
+	hs := receiptsOf(token, p)
+	if len(hs) == 0 {
+		return ""
+	}
+	return hs[len(hs)-1]
 }
 
 // receiptsOf returns every receipt handle of the message carrying token
