@@ -27,7 +27,11 @@ import (
 // (default 2m), from 30 s after the process is ready, extrapolated to an
 // hour. LIFEBOAT_BENCH_BINARIES (comma-separated paths) names the
 // binaries, e.g. a build of an earlier commit beside this one's; by
-// default it is this tree's release lifeboat-imds.
+// default it is this tree's release lifeboat-imds. Each process gets the
+// kubelet's probes of the chart's DaemonSet (liveness and readiness, a
+// new connection each, as the kubelet sends them), or none:
+// LIFEBOAT_BENCH_PROBES, "chart" or "none" for each binary in order
+// (default chart for all).
 //
 //	LIFEBOAT_BENCH_IDLE=10m LIFEBOAT_BENCH_BINARIES=/tmp/lifeboat-imds.before,/tmp/lifeboat-imds.after \
 //	  go test -count=1 -run '^$' -bench IMDSIdleStandIn -benchtime 1x -timeout 30m ./test/bench/
@@ -47,6 +51,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 		}
 		bins = []string{bin}
 	}
+	probes := benchProbes(b, len(bins))
 	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true})
 	srv := httptest.NewServer(standInAPI(b, 1))
 	defer srv.Close()
@@ -71,6 +76,11 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 			lbs[k] = lb
 		}
 		waitReady(ctx, b, lbs)
+		probeCtx, stopProbes := context.WithCancel(ctx)
+		failed := make([]<-chan int, len(lbs))
+		for k, lb := range lbs {
+			failed[k] = runProbes(probeCtx, lb.URL(), probes[k])
+		}
 		time.Sleep(30 * time.Second)
 		load0 := loadAverage(b)
 		cpu0 := make([]time.Duration, len(lbs))
@@ -82,7 +92,17 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 			used := threadsCPU(b, lb.Process().Pid()) - cpu0[k]
 			perHour := used.Seconds() / idle.Hours()
 			b.ReportMetric(perHour, fmt.Sprintf("cpu-s/h-%d", k))
-			fmt.Printf("IMDS mode idle (stand-in), %s, poll 1 s, the chart's Go settings: CPU %.3f s in %v = %.2f s/h\n", bins[k], used.Seconds(), idle, perHour)
+			fmt.Printf("IMDS mode idle (stand-in), %s, poll 1 s, the chart's Go settings, probes %v: CPU %.3f s in %v = %.2f s/h\n", bins[k], probes[k], used.Seconds(), idle, perHour)
+		}
+		stopProbes()
+		for k := range lbs {
+			n := 0
+			for range probes[k] {
+				n += <-failed[k]
+			}
+			if n > 0 {
+				b.Fatalf("%s: %d of the kubelet's probes failed", bins[k], n)
+			}
 		}
 		fmt.Printf("load average: %s at the start, %s at the end\n", load0, loadAverage(b))
 	}

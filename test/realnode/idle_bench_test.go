@@ -23,6 +23,10 @@ import (
 // thread's schedstat, read on the host), both as seconds an hour, and the
 // kubelet's working set. Only the settings the testbed needs are given:
 // the metadata mock (quiet, IMDSv2 only) and the API server's address.
+// With LIFEBOAT_BENCH_NTH_SOURCE set to a checkout of
+// aws-node-termination-handler, NTH's DaemonSet, built from it and
+// installed from its own chart at its defaults (startNTH), idles on the
+// same node in the same window and is measured alike.
 //
 //	LIFEBOAT_BENCH_IDLE=10m flock /tmp/lifeboat-testbed.lock go test -count=1 -timeout 30m -run '^$' -bench DaemonSetIdleOnRealNode -benchtime 1x ./test/realnode/
 func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
@@ -49,34 +53,58 @@ func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	selector := map[string]any{"realnode.lifeboat.io/idle": "yes"}
+	apiEnv := []any{ // no kube-proxy on the testbed (TestChartDaemonSetUpgradeOnRealNode)
+		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
+		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()},
+	}
 	applyObjects(ctx, b, renderChart(b, "lifeboat", ns, map[string]any{
 		"mode":                  "imds",
 		"image":                 map[string]any{"repository": testenv.LifeboatImageRepository, "tag": "idle", "pullPolicy": "Never"},
 		"useHostNetwork":        true,
 		"instanceMetadataURL":   mock.URL,
 		"port":                  port,
-		"daemonsetNodeSelector": map[string]any{"realnode.lifeboat.io/idle": "yes"},
-		"extraEnv": []any{ // no kube-proxy on the testbed (TestChartDaemonSetUpgradeOnRealNode)
-			map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
-			map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()},
-		},
+		"daemonsetNodeSelector": selector,
+		"extraEnv":              apiEnv,
 	}))
 	pod := waitDaemonSetPod(ctx, b, ns, "idle", "")
-	pid := hostPID(b, "/usr/local/bin/lifeboat-imds", string(pod.UID))
+	sides := []idleSide{{name: "lifeboat", ns: ns, pod: pod.Name, pid: hostPID(b, "/usr/local/bin/lifeboat-imds", string(pod.UID))}}
+	if nth := startNTH(ctx, b, node, mock.URL, selector, apiEnv); nth != nil {
+		sides = append(sides, idleSide{name: "nth", ns: nth.ns, pod: nth.name, pid: nth.pid})
+	}
 	for range b.N {
 		time.Sleep(30 * time.Second)
-		k0, p0, t0 := kubeletUsage(ctx, b, node, ns, pod.Name), processCPU(b, pid), time.Now()
+		t0 := time.Now()
+		for k := range sides {
+			sides[k].k0, sides[k].p0 = kubeletUsage(ctx, b, node, sides[k].ns, sides[k].pod), processCPU(b, sides[k].pid)
+		}
 		time.Sleep(idle)
-		k1, p1, t1 := kubeletUsage(ctx, b, node, ns, pod.Name), processCPU(b, pid), time.Now()
+		t1 := time.Now()
 		perHour := func(d time.Duration) float64 { return d.Seconds() * float64(time.Hour) / float64(t1.Sub(t0)) }
-		kubelet := perHour(time.Duration(k1.coreNanoSeconds - k0.coreNanoSeconds))
-		own := perHour(p1 - p0)
-		fmt.Printf("DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU, the process's threads %.2f s/h; working set %.1f MiB\n",
-			t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, own, float64(k1.workingSet)/(1<<20))
-		b.ReportMetric(kubelet, "kubelet_cpu_s/h")
-		b.ReportMetric(own, "process_cpu_s/h")
-		b.ReportMetric(float64(k1.workingSet)/(1<<20), "working_set_MiB")
+		for _, s := range sides {
+			k1, p1 := kubeletUsage(ctx, b, node, s.ns, s.pod), processCPU(b, s.pid)
+			kubelet := perHour(time.Duration(k1.coreNanoSeconds - s.k0.coreNanoSeconds))
+			own := perHour(p1 - s.p0)
+			fmt.Printf("%s DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU, the process's threads %.2f s/h; working set %.1f MiB\n",
+				s.name, t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, own, float64(k1.workingSet)/(1<<20))
+			suffix := ""
+			if s.name != "lifeboat" {
+				suffix = "_" + s.name
+			}
+			b.ReportMetric(kubelet, "kubelet_cpu_s/h"+suffix)
+			b.ReportMetric(own, "process_cpu_s/h"+suffix)
+			b.ReportMetric(float64(k1.workingSet)/(1<<20), "working_set_MiB"+suffix)
+		}
 	}
+}
+
+// idleSide is one DaemonSet pod BenchmarkDaemonSetIdleOnRealNode measures,
+// with its figures at the start of the window.
+type idleSide struct {
+	name, ns, pod string
+	pid           int
+	k0            usage
+	p0            time.Duration
 }
 
 // hostPID finds, in the host's /proc, the one process running command in

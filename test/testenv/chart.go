@@ -126,9 +126,25 @@ func RenderChart(release, namespace string, values map[string]any) (*Rendered, e
 	if err != nil {
 		return nil, err
 	}
+	return render(ch, release, namespace, withImage(values))
+}
+
+// RenderChartDir renders the chart in dir (another project's, e.g.
+// aws-node-termination-handler's for a comparison) as RenderChart renders
+// lifeboat's, with values as given.
+func RenderChartDir(dir, release, namespace string, values map[string]any) (*Rendered, error) {
+	ch, err := loader.LoadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart in %s: %w", dir, err)
+	}
+	return render(ch, release, namespace, values)
+}
+
+// render renders ch as `helm template` would (RenderChart).
+func render(ch *chart.Chart, release, namespace string, values map[string]any) (*Rendered, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = ChartKubeVersion
-	vals, err := chartutil.ToRenderValues(ch, withImage(values), chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
+	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}, caps)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
