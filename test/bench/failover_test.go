@@ -72,7 +72,7 @@ type pair struct {
 // startPair starts replica a, waits until it leads, then starts b (the
 // standby). args are lifeboat's flags but for --aws-endpoint, --listen and
 // leader election's, "run" first.
-func startPair(ctx context.Context, b *testing.B, mode, bin, dir string, procEnv, args []string, motoEndpoint, endpoints, ns string, i int) *pair {
+func startPair(ctx context.Context, b *testing.B, mode, bin, dir string, procEnv, args []string, motoEndpoint, endpoints string, i int) *pair {
 	p := &pair{mode: mode, sqs: newSQSLog()}
 	for r, name := range []string{"a", "b"} {
 		proxy, err := testenv.StartFaultProxy(testenv.FaultProxyOptions{Target: motoEndpoint, Protocol: testenv.ProtocolJSON,
@@ -94,7 +94,14 @@ func startPair(ctx context.Context, b *testing.B, mode, bin, dir string, procEnv
 		p.urls[r] = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 		id := fmt.Sprintf("lifeboat-harness-%d-%s", i, name)
 		full := append(slices.Clone(args), []string{"--aws-endpoint", endpoints + ",sqs=" + proxy.URL(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-			"--leader-elect=true", "--lease-name", fmt.Sprintf("bench-%d", i), "--lease-namespace", ns, "--pod-name", id, "--pod-namespace", ns,
+			// The Lease (and the failover journal beside it) in the pod's
+			// namespace, lifeboat's default: the chart's release namespace,
+			// the only one its FlowSchemas match (the Lease in the
+			// leader-election priority level, the journal with the node
+			// writes). In the fleet's namespace, as before 2026-11-27 18:30
+			// UTC, both waited in the drains' flow, and at 5,000 notices the
+			// leader lost its Lease whenever the journal was on.
+			"--leader-elect=true", "--lease-name", fmt.Sprintf("bench-%d", i), "--pod-name", id, "--pod-namespace", benchNamespace,
 		}...)
 		proc, err := testenv.StartProcess(id, bin, full, procEnv, dir)
 		if err != nil {
@@ -280,7 +287,9 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 			// The whole log beside the report, for what the counts
 			// do not say (which error a warning carried).
 			if dir := os.Getenv("LIFEBOAT_BENCH_OUT"); dir != "" {
-				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("failover-%s-replica-%c.log", p.mode, 'a'+k)), log, 0o644); err != nil {
+				// Named after the process (lifeboat-harness-<run>-<replica>):
+				// each binary's run keeps its own.
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("failover-%s-%s.log", p.mode, proc.Name)), log, 0o644); err != nil {
 					b.Logf("keeping replica %c's log: %v", 'a'+k, err)
 				}
 			}

@@ -182,7 +182,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		var metricsURL string
 		var lbs *pair // two replicas with leader election (LIFEBOAT_BENCH_FAILOVER)
 		if failover != "" {
-			lbs = startPair(ctx, b, failover, bin, dir, procEnv, args, moto.Endpoint, endpoints, ns, i)
+			lbs = startPair(ctx, b, failover, bin, dir, procEnv, args, moto.Endpoint, endpoints, i)
 			proc, metricsURL = lbs.current()
 		} else {
 			port, err := testenv.FreePort()
