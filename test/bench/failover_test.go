@@ -96,11 +96,12 @@ func startPair(ctx context.Context, b *testing.B, mode, bin, dir string, procEnv
 		full := append(slices.Clone(args), []string{"--aws-endpoint", endpoints + ",sqs=" + proxy.URL(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			// The Lease (and the failover journal beside it) in the pod's
 			// namespace, lifeboat's default: the chart's release namespace,
-			// the only one its FlowSchemas match (the Lease in the
-			// leader-election priority level, the journal with the node
-			// writes). In the fleet's namespace, as before 2026-11-27 18:30
-			// UTC, both waited in the drains' flow, and at 5,000 notices the
-			// leader lost its Lease whenever the journal was on.
+			// the only one its FlowSchemas match. The journal's writes then
+			// go with the node writes; in the fleet's namespace, as before
+			// 2026-11-27 18:30 UTC, they waited in the drains' flow. (The
+			// Lease's requests were in the leader-election priority level
+			// either way: Kubernetes' own system-leader-election FlowSchema
+			// takes any kube-system ServiceAccount's leases.)
 			"--leader-elect=true", "--lease-name", fmt.Sprintf("bench-%d", i), "--pod-name", id, "--pod-namespace", benchNamespace,
 		}...)
 		proc, err := testenv.StartProcess(id, bin, full, procEnv, dir)
