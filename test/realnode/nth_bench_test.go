@@ -98,15 +98,7 @@ func startNTH(ctx context.Context, b *testing.B, node *testenv.RealNode, mockURL
 		b.Fatal(err)
 	}
 	if cs := now.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount > 0 || cs[0].State.Running == nil {
-		// The kubelet's log files: the testbed's API server cannot reach the
-		// real node's kubelet for pods/log.
-		logs, _ := filepath.Glob(filepath.Join(node.Dir, "pod-logs", ns+"_"+pod.Name+"_*", "*", "*.log"))
-		var text []byte
-		for _, l := range logs {
-			data, _ := os.ReadFile(l)
-			text = append(append(text, "---- "+l+"\n"...), data...)
-		}
-		b.Fatalf("aws-node-termination-handler did not keep running: %+v\n%s", cs, text)
+		b.Fatalf("aws-node-termination-handler did not keep running: %+v\n%s", cs, containerLogs(node, ns))
 	}
 	return &nthPod{ns: ns, name: pod.Name, pid: hostPID(b, "/node-termination-handler", string(pod.UID))}
 }
