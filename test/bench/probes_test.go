@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -38,27 +40,27 @@ func chartProbes(b testing.TB) []probe {
 		if obj.GetKind() != "DaemonSet" {
 			continue
 		}
-		containers, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-		if err != nil {
+		var ds appsv1.DaemonSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &ds); err != nil {
 			b.Fatal(err)
 		}
-		for _, c := range containers {
-			for _, kind := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
-				p, ok := c.(map[string]any)[kind].(map[string]any)
-				if !ok {
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for _, kp := range []struct {
+				kind string
+				p    *corev1.Probe
+			}{{"liveness", c.LivenessProbe}, {"readiness", c.ReadinessProbe}, {"startup", c.StartupProbe}} {
+				kind, p := kp.kind, kp.p
+				if p == nil {
 					continue
 				}
-				get, ok := p["httpGet"].(map[string]any)
-				if !ok {
-					b.Fatalf("the chart's %s is not an HTTP GET: %v", kind, p)
+				if p.HTTPGet == nil {
+					b.Fatalf("the chart's %s probe is not an HTTP GET: %+v", kind, p)
 				}
-				period := int64(10) // the kubelet's default periodSeconds
-				if v, ok := p["periodSeconds"].(int64); ok {
-					period = v
-				} else if v, ok := p["periodSeconds"].(float64); ok {
-					period = int64(v)
+				period := p.PeriodSeconds
+				if period == 0 {
+					period = 10 // the kubelet's default periodSeconds
 				}
-				probes = append(probes, probe{path: get["path"].(string), period: time.Duration(period) * time.Second})
+				probes = append(probes, probe{path: p.HTTPGet.Path, period: time.Duration(period) * time.Second})
 			}
 		}
 	}
@@ -114,7 +116,7 @@ func benchProbes(b testing.TB, n int) [][]probe {
 // closed. It returns how many probes failed, once ctx has ended.
 func runProbes(ctx context.Context, base string, probes []probe) <-chan int {
 	failed := make(chan int, len(probes))
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true, Proxy: nil}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
 	for _, p := range probes {
 		go func() {
 			n := 0
