@@ -30,8 +30,8 @@ import (
 // default it is this tree's release lifeboat-imds. Each process gets the
 // kubelet's probes of the chart's DaemonSet (liveness and readiness, a
 // new connection each, as the kubelet sends them), or none:
-// LIFEBOAT_BENCH_PROBES, "chart" or "none" for each binary in order
-// (default chart for all).
+// LIFEBOAT_BENCH_PROBES, for each binary in order "chart" (the default),
+// "none" or probes written out (benchProbes).
 //
 //	LIFEBOAT_BENCH_IDLE=10m LIFEBOAT_BENCH_BINARIES=/tmp/lifeboat-imds.before,/tmp/lifeboat-imds.after \
 //	  go test -count=1 -run '^$' -bench IMDSIdleStandIn -benchtime 1x -timeout 30m ./test/bench/
