@@ -223,7 +223,7 @@ var options = []option{
 		bind: strOpt(func(c *Config) *string { return &c.LeaseNamespace })},
 	{name: "lease-duration", modes: []Mode{ModeQueue}, def: "15s", usage: "leader-election lease duration",
 		bind: durOpt(func(c *Config) *time.Duration { return &c.LeaseDuration })},
-	{name: "failover-journal", modes: []Mode{ModeQueue}, def: "false", usage: "with --leader-elect: keep the receipt handles of the messages the leader holds in the ConfigMaps <lease-name>-inflight-0 to -3 beside the Lease (newly received messages within 250 ms, the rest every 2 s), so that the next leader makes them visible at once when this one dies without handing them back (SIGKILL, OOM kill, a lost node) instead of after --visibility-timeout; off by default: at 5,000 notices its writes cost the leader its Lease on the testbed (docs/operations.md)",
+	{name: "failover-journal", modes: []Mode{ModeQueue}, def: "false", usage: "with --leader-elect: keep the receipt handles of the messages the leader holds in the ConfigMaps <lease-name>-inflight-0 to -3 beside the Lease (newly received messages within 250 ms, the rest every 2 s), so that the next leader makes them visible at once when this one dies without handing them back (SIGKILL, OOM kill, a lost node) instead of after --visibility-timeout; off by default in the binary because it needs create, get and update on those ConfigMaps; the chart turns it on and grants them (docs/operations.md)",
 		bind: boolOpt(func(c *Config) *bool { return &c.FailoverJournal })},
 	{name: "log-format", def: "json", usage: "json or text",
 		bind: strOpt(func(c *Config) *string { return &c.LogFormat })},

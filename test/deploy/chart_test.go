@@ -142,7 +142,7 @@ func TestChartModes(t *testing.T) {
 					t.Errorf("args (-want +got):\n%s", d)
 				}
 				checkSettings(t, ps.Containers[0], map[string]string{"MODE": "queue", "QUEUE_URL": exampleQueue, "REGION": "us-east-1", "CLUSTER_NAME": "prod",
-					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s", "FAILOVER_JOURNAL": "false", "LISTEN": ":8080", "DRY_RUN": "false", "LOG_LEVEL": "info"})
+					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s", "FAILOVER_JOURNAL": "true", "LISTEN": ":8080", "DRY_RUN": "false", "LOG_LEVEL": "info"})
 				checkDownwardEnv(t, ps.Containers[0].Env, map[string]string{"LIFEBOAT_POD_NAME": "metadata.name", "LIFEBOAT_POD_NAMESPACE": "metadata.namespace"})
 				pdb := r.one(t, "PodDisruptionBudget")
 				if mu, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(mu) != "1" {
@@ -269,7 +269,7 @@ func TestChartModes(t *testing.T) {
 				}
 				checkSettings(t, d.Spec.Template.Spec.Containers[0], map[string]string{"MODE": "queue", "QUEUE_URL": exampleQueue, "REGION": "eu-west-1", "WORKERS": "4",
 					"UNKNOWN_INSTANCE": "delete", "HEARTBEAT_INTERVAL": "30s", "LOG_FORMAT": "json", "LOG_LEVEL": "info", "DRY_RUN": "false", "LISTEN": ":8080",
-					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s", "FAILOVER_JOURNAL": "false",
+					"LEADER_ELECT": "true", "LEASE_NAME": "lb-lifeboat", "LEASE_DURATION": "15s", "FAILOVER_JOURNAL": "true",
 					"DRAIN_ON": "spot-interruption,scheduled-change,state-change,capacity-reservation-interruption,lifecycle-terminate,rebalance-recommendation"})
 				sa := r.one(t, "ServiceAccount")
 				if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] == "" {
