@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -31,7 +32,11 @@ import (
 // kubelet's probes of the chart's DaemonSet (liveness and readiness, a
 // new connection each, as the kubelet sends them), or none:
 // LIFEBOAT_BENCH_PROBES, for each binary in order "chart" (the default),
-// "none" or probes written out (benchProbes).
+// "none" or probes written out (benchProbes). Beside them run two floors
+// (test/bench/idlefloor): a bare net/http client reading the same Spot
+// path once a second with the same Go settings, and nothing else, with
+// a 5 s timeout per read (as any poller needs) and without one; each
+// binary's figure is printed with its ratio to the first.
 //
 //	LIFEBOAT_BENCH_IDLE=10m LIFEBOAT_BENCH_BINARIES=/tmp/lifeboat-imds.before,/tmp/lifeboat-imds.after \
 //	  go test -count=1 -run '^$' -bench IMDSIdleStandIn -benchtime 1x -timeout 30m ./test/bench/
@@ -52,6 +57,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 		bins = []string{bin}
 	}
 	probes := benchProbes(b, len(bins))
+	floorBin := buildIdleFloor(b, dir)
 	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true})
 	srv := httptest.NewServer(standInAPI(b, 1))
 	defer srv.Close()
@@ -76,6 +82,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 			lbs[k] = lb
 		}
 		waitReady(ctx, b, lbs)
+		floors := []*exec.Cmd{startIdleFloor(ctx, b, floorBin, mock.URL, "5s"), startIdleFloor(ctx, b, floorBin, mock.URL, "0")}
 		probeCtx, stopProbes := context.WithCancel(ctx)
 		failed := make([]<-chan int, len(lbs))
 		for k, lb := range lbs {
@@ -87,12 +94,22 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 		for k, lb := range lbs {
 			cpu0[k] = threadsCPU(b, lb.Process().Pid())
 		}
+		floor0 := make([]time.Duration, len(floors))
+		for k, f := range floors {
+			floor0[k] = threadsCPU(b, f.Process.Pid)
+		}
 		time.Sleep(idle)
+		floorPerHour := make([]float64, len(floors))
+		for k, f := range floors {
+			floorPerHour[k] = (threadsCPU(b, f.Process.Pid) - floor0[k]).Seconds() / idle.Hours()
+			b.ReportMetric(floorPerHour[k], fmt.Sprintf("floor-cpu-s/h-%d", k))
+			fmt.Printf("floor %d (test/bench/idlefloor %s: net/http reading the Spot path once a second, nothing else), the chart's Go settings: %.2f s/h\n", k, strings.Join(f.Args[1:], " "), floorPerHour[k])
+		}
 		for k, lb := range lbs {
 			used := threadsCPU(b, lb.Process().Pid()) - cpu0[k]
 			perHour := used.Seconds() / idle.Hours()
 			b.ReportMetric(perHour, fmt.Sprintf("cpu-s/h-%d", k))
-			fmt.Printf("IMDS mode idle (stand-in), %s, poll 1 s, the chart's Go settings, probes %v: CPU %.3f s in %v = %.2f s/h\n", bins[k], probes[k], used.Seconds(), idle, perHour)
+			fmt.Printf("IMDS mode idle (stand-in), %s, poll 1 s, the chart's Go settings, probes %v: CPU %.3f s in %v = %.2f s/h, %.2f × floor 0\n", bins[k], probes[k], used.Seconds(), idle, perHour, perHour/floorPerHour[0])
 		}
 		stopProbes()
 		for k := range lbs {
@@ -115,4 +132,49 @@ func loadAverage(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// buildIdleFloor builds test/bench/idlefloor as the release binaries are
+// built (static, stripped).
+func buildIdleFloor(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(dir, "idlefloor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./test/bench/idlefloor")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building idlefloor: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startIdleFloor starts the floor against the metadata service at
+// endpoint with the chart's Go settings and the given timeout per read,
+// and returns once it polls (its token fetched); it is stopped when the
+// benchmark ends.
+func startIdleFloor(ctx context.Context, b *testing.B, bin, endpoint, timeout string) *exec.Cmd {
+	b.Helper()
+	cmd := exec.CommandContext(ctx, bin, "--endpoint", endpoint, "--interval", "1s", "--timeout", timeout)
+	cmd.Env = append(os.Environ(), "GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("starting idlefloor: %v", err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if stderr.Len() > 0 {
+			b.Errorf("idlefloor wrote errors: %s", stderr.String())
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "polling" {
+		b.Fatalf("idlefloor did not start polling (%q, %v); its errors follow", line, err) // by the cleanup, after Wait
+	}
+	return cmd
 }
