@@ -13,6 +13,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Failover modes (LIFEBOAT_BENCH_FAILOVER).
@@ -57,6 +58,60 @@ type Failover struct {
 	// ("a" the first leader, "b" the standby): a receive that failed
 	// leaves its messages hidden for a visibility timeout.
 	Warnings map[string]map[string]int `json:"warnings,omitempty"`
+	// LeaseLost is when the first leader's process was seen exited in a
+	// run where nobody signalled it (0: it led to the end): it lost its
+	// Lease. The standby is then followed as after a kill, and the lost
+	// leader's requests are missing from the counts (its metrics ended
+	// with it).
+	LeaseLost float64 `json:"lease_lost_s,omitempty"`
+	// Lease is what the API server's audit log says of lifeboat's requests
+	// for the replicas' Lease.
+	Lease LeaseRequests `json:"lease_requests"`
+}
+
+// LeaseRequests are lifeboat's requests for its Lease as the API server
+// answered them (both replicas; only the leader updates it), by verb: how
+// many, answered how, and the longest time the API server took, with the
+// longest gap between two successive renewals received (updates answered
+// 200) and when the slowest request was received (seconds since t0).
+type LeaseRequests struct {
+	ByVerb        map[string]int     `json:"by_verb_and_answer"`
+	MaxSeconds    map[string]float64 `json:"max_s_by_verb"`
+	SlowestAt     float64            `json:"slowest_received_at_s"`
+	LongestGap    float64            `json:"longest_gap_between_renewals_s"`
+	LongestGapEnd float64            `json:"longest_gap_ends_at_s"`
+}
+
+// leaseRequests reads lifeboat's Lease requests from an audit log
+// (auditPolicy), times relative to t0.
+func leaseRequests(log io.Reader, t0 time.Time) (LeaseRequests, error) {
+	out := LeaseRequests{ByVerb: map[string]int{}, MaxSeconds: map[string]float64{}}
+	var slowest float64
+	var lastRenewal time.Time
+	sc := bufio.NewScanner(log)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return out, fmt.Errorf("audit log: %w", err)
+		}
+		if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ObjectRef.Resource != "leases" || e.ResponseStatus == nil {
+			continue
+		}
+		took := e.Answered.Sub(e.Received).Seconds()
+		out.ByVerb[fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code)]++
+		out.MaxSeconds[e.Verb] = max(out.MaxSeconds[e.Verb], took)
+		if took > slowest {
+			slowest, out.SlowestAt = took, e.Received.Sub(t0).Seconds()
+		}
+		if e.Verb == "update" && e.ResponseStatus.Code == 200 {
+			if !lastRenewal.IsZero() && e.Received.Sub(lastRenewal).Seconds() > out.LongestGap {
+				out.LongestGap, out.LongestGapEnd = e.Received.Sub(lastRenewal).Seconds(), e.Received.Sub(t0).Seconds()
+			}
+			lastRenewal = e.Received
+		}
+	}
+	return out, sc.Err()
 }
 
 // logWarnings counts a JSON log's WARN and ERROR lines by their msg.
@@ -101,6 +156,10 @@ type auditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestObject json.RawMessage `json:"requestObject"`
+	// Received and Answered are when the API server received the request
+	// and when it had answered it (stage ResponseComplete).
+	Received time.Time `json:"requestReceivedTimestamp"`
+	Answered time.Time `json:"stageTimestamp"`
 }
 
 // countWrites reads an audit log (JSON lines, stage ResponseComplete only)
@@ -174,7 +233,9 @@ func histogram(keys []string, m map[string]int) map[int]int {
 
 // auditPolicy logs, once each (when answered), every node PATCH or UPDATE
 // with its body, every pod eviction, and every pod list and deletion (the
-// drain's timeline, readTimeline); nothing else.
+// drain's timeline, readTimeline), and the requests for Leases in
+// kube-system, where the replicas' Lease is (leaseRequests; the nodes'
+// own Leases, in kube-node-lease, are not logged); nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -188,6 +249,9 @@ rules:
 - level: Metadata
   verbs: ["list", "delete"]
   resources: [{group: "", resources: ["pods"]}]
+- level: Metadata
+  namespaces: ["kube-system"]
+  resources: [{group: "coordination.k8s.io", resources: ["leases"]}]
 - level: None
 `
 
@@ -199,6 +263,15 @@ func (r *Result) failoverTable() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nfailover (%s): two replicas, leader election\n", f.Mode)
+	if f.LeaseLost > 0 {
+		fmt.Fprintf(&b, "the leader lost its Lease (nobody signalled it): its process had exited at %.2f s; standby leading at %.2f s; the lost leader's requests are not in the counts above\n",
+			f.LeaseLost, f.NewLeader)
+		fmt.Fprintf(&b, "after the old leader's end: %d nodes cordoned (last %.2f s after it), %d drained (last %.2f s after it)\n",
+			f.CordonedAfterEnd, f.LastCordonAfterEnd, f.DrainedAfterEnd, f.LastDrainAfterEnd)
+	}
+	l := f.Lease
+	fmt.Fprintf(&b, "Lease requests (API server's audit log): %v; longest answer by verb %v s (the slowest received at %.2f s); longest gap between renewals %.2f s (ending at %.2f s)\n",
+		l.ByVerb, l.MaxSeconds, l.SlowestAt, l.LongestGap, l.LongestGapEnd)
 	if f.Mode != failoverNone {
 		fmt.Fprintf(&b, "leader signalled at %.2f s (%d nodes cordoned), exited at %.2f s; standby leading at %.2f s\n",
 			f.Signal, f.CordonedAtSignal, f.OldLeaderEnd, f.NewLeader)

@@ -61,6 +61,7 @@ type pair struct {
 	sqs     *sqsLog
 
 	fired     bool
+	lost      bool // nobody signalled the leader, but its process exited: its Lease lost
 	signalAt  time.Time
 	cordoned  int
 	snapshot  map[string]float64 // the leader's lifeboat_kube_requests_total just before the signal
@@ -168,22 +169,28 @@ func (p *pair) requests(b *testing.B) map[string]float64 {
 // SIGKILL, waiting for its end; term: SIGTERM, its end watched) and starts
 // watching the standby's leader gauge.
 func (p *pair) maybeFire(ctx context.Context, b *testing.B, cordoned, n int) {
-	if p.fired || p.mode == failoverNone || cordoned < n/2 {
+	if p.fired {
+		return
+	}
+	if p.mode == failoverNone {
+		// Nobody signals the leader; if it exits anyway (it lost its Lease
+		// to the storm), the standby is followed as after a kill, and the
+		// report says when.
+		if exited, _ := p.procs[0].Exited(); exited {
+			p.lost, p.signalAt, p.cordoned, p.fired = true, time.Now(), cordoned, true
+			p.mu.Lock()
+			p.endAt = p.signalAt
+			p.mu.Unlock()
+			p.watchStandby(ctx)
+		}
+		return
+	}
+	if cordoned < n/2 {
 		return
 	}
 	p.snapshot = CountersByLabel(scrape(b, p.urls[0]), "lifeboat_kube_requests_total", "verb")
 	p.signalAt, p.cordoned, p.fired = time.Now(), cordoned, true
-	go func() {
-		for ctx.Err() == nil {
-			if gaugeOr(p.urls[1], "lifeboat_leader") == 1 {
-				p.mu.Lock()
-				p.newLeader = time.Now()
-				p.mu.Unlock()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
+	p.watchStandby(ctx)
 	leader := p.procs[0]
 	if p.mode == failoverKill {
 		leader.Kill()
@@ -204,6 +211,21 @@ func (p *pair) maybeFire(ctx context.Context, b *testing.B, cordoned, n int) {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+}
+
+// watchStandby notes when the standby's leader gauge first reads 1.
+func (p *pair) watchStandby(ctx context.Context) {
+	go func() {
+		for ctx.Err() == nil {
+			if gaugeOr(p.urls[1], "lifeboat_leader") == 1 {
+				p.mu.Lock()
+				p.newLeader = time.Now()
+				p.mu.Unlock()
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 }
@@ -259,6 +281,9 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 	for _, c := range transitions {
 		out.CordonTransitions[c]++
 	}
+	if p.lost {
+		out.LeaseLost = since(t0, p.signalAt)
+	}
 	if p.fired {
 		end, newLeader := p.ended()
 		out.Signal, out.CordonedAtSignal = p.signalAt.Sub(t0).Seconds(), p.cordoned
@@ -303,6 +328,12 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 	}
 	defer log.Close()
 	if out.Writes, err = countWrites(log, f.names, pods, ns); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := log.Seek(0, io.SeekStart); err != nil {
+		b.Fatal(err)
+	}
+	if out.Lease, err = leaseRequests(log, t0); err != nil {
 		b.Fatal(err)
 	}
 	return out

@@ -98,3 +98,34 @@ not json
 		t.Errorf("logWarnings = %v, want %v", got, want)
 	}
 }
+
+// TestLeaseRequests: lifeboat's Lease requests are counted by verb and
+// answer, with the longest time the API server took and the longest gap
+// between two renewals received (updates answered 200, not the 409);
+// other clients' Leases and other resources are not counted.
+func TestLeaseRequests(t *testing.T) {
+	lines := []string{
+		`{"verb":"get","userAgent":"lifeboat/dev","objectRef":{"resource":"leases","namespace":"kube-system","name":"bench-0"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:00.000000Z","stageTimestamp":"2026-11-27T20:00:00.010000Z"}`,
+		`{"verb":"update","userAgent":"lifeboat/dev","objectRef":{"resource":"leases","namespace":"kube-system","name":"bench-0"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:02.500000Z","stageTimestamp":"2026-11-27T20:00:02.600000Z"}`,
+		`{"verb":"update","userAgent":"lifeboat/dev","objectRef":{"resource":"leases","namespace":"kube-system","name":"bench-0"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-11-27T20:00:04.000000Z","stageTimestamp":"2026-11-27T20:00:04.100000Z"}`,
+		`{"verb":"update","userAgent":"lifeboat/dev","objectRef":{"resource":"leases","namespace":"kube-system","name":"bench-0"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:05.000000Z","stageTimestamp":"2026-11-27T20:00:12.000000Z"}`,
+		`{"verb":"update","userAgent":"lifeboat/dev","objectRef":{"resource":"leases","namespace":"kube-system","name":"bench-0"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:14.000000Z","stageTimestamp":"2026-11-27T20:00:14.200000Z"}`,
+		`{"verb":"update","userAgent":"kube-controller-manager/v1","objectRef":{"resource":"leases","namespace":"kube-system","name":"kube-controller-manager"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:30.000000Z","stageTimestamp":"2026-11-27T20:00:59.000000Z"}`,
+		`{"verb":"patch","userAgent":"lifeboat/dev","objectRef":{"resource":"nodes","name":"n-0"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-11-27T20:00:30.000000Z","stageTimestamp":"2026-11-27T20:00:59.000000Z"}`,
+	}
+	t0 := time.Date(2026, 11, 27, 20, 0, 0, 0, time.UTC)
+	got, err := leaseRequests(strings.NewReader(strings.Join(lines, "\n")+"\n"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"get 200": 1, "update 200": 3, "update 409": 1}; !maps.Equal(got.ByVerb, want) {
+		t.Errorf("by verb %v, want %v", got.ByVerb, want)
+	}
+	near := func(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+	if !near(got.MaxSeconds["update"], 7) || !near(got.MaxSeconds["get"], 0.01) || !near(got.SlowestAt, 5) {
+		t.Errorf("longest answers %v, slowest received at %v; want update 7 s, get 0.01 s, at 5 s", got.MaxSeconds, got.SlowestAt)
+	}
+	if !near(got.LongestGap, 9) || !near(got.LongestGapEnd, 14) {
+		t.Errorf("longest gap %v s ending at %v s, want 9 s ending at 14 s", got.LongestGap, got.LongestGapEnd)
+	}
+}
