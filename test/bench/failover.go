@@ -270,8 +270,12 @@ func (r *Result) failoverTable() string {
 			f.CordonedAfterEnd, f.LastCordonAfterEnd, f.DrainedAfterEnd, f.LastDrainAfterEnd)
 	}
 	l := f.Lease
-	fmt.Fprintf(&b, "Lease requests (API server's audit log): %v; longest answer by verb %v s (the slowest received at %.2f s); longest gap between renewals %.2f s (ending at %.2f s)\n",
-		l.ByVerb, l.MaxSeconds, l.SlowestAt, l.LongestGap, l.LongestGapEnd)
+	var longest []string
+	for _, v := range slices.Sorted(maps.Keys(l.MaxSeconds)) {
+		longest = append(longest, fmt.Sprintf("%s %.2f s", v, l.MaxSeconds[v]))
+	}
+	fmt.Fprintf(&b, "Lease requests (API server's audit log): %v; longest answer: %s (the slowest received at %.2f s); longest gap between renewals %.2f s (ending at %.2f s)\n",
+		l.ByVerb, strings.Join(longest, ", "), l.SlowestAt, l.LongestGap, l.LongestGapEnd)
 	if f.Mode != failoverNone {
 		fmt.Fprintf(&b, "leader signalled at %.2f s (%d nodes cordoned), exited at %.2f s; standby leading at %.2f s\n",
 			f.Signal, f.CordonedAtSignal, f.OldLeaderEnd, f.NewLeader)

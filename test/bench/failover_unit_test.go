@@ -129,3 +129,24 @@ func TestLeaseRequests(t *testing.T) {
 		t.Errorf("longest gap %v s ending at %v s, want 9 s ending at 14 s", got.LongestGap, got.LongestGapEnd)
 	}
 }
+
+// TestFailoverTableLeaseLost: a run whose leader lost its Lease unsignalled
+// says so, with the standby's takeover and the Lease's answers.
+func TestFailoverTableLeaseLost(t *testing.T) {
+	r := &Result{Failover: &Failover{Mode: failoverNone, LeaseLost: 12.5, NewLeader: 27.25, CordonedAfterEnd: 3, LastCordonAfterEnd: 4,
+		Lease: LeaseRequests{ByVerb: map[string]int{"update 200": 2}, MaxSeconds: map[string]float64{"get": 10.784, "update": 6.5}, LongestGap: 9}}}
+	got := r.failoverTable()
+	for _, want := range []string{
+		"the leader lost its Lease (nobody signalled it): its process had exited at 12.50 s; standby leading at 27.25 s",
+		"after the old leader's end: 3 nodes cordoned (last 4.00 s after it)",
+		"longest answer: get 10.78 s, update 6.50 s",
+		"longest gap between renewals 9.00 s",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if r.Failover.LeaseLost = 0; strings.Contains(r.failoverTable(), "lost its Lease") {
+		t.Error("a run whose leader kept its Lease reports it lost")
+	}
+}
