@@ -74,7 +74,10 @@ type Options struct {
 	// PodWatch, if set, serves the wait's pod events from one shared
 	// watch (internal/podwatch, queue mode): a thousand drains are one
 	// watch, not a thousand. nil, or a node it cannot serve: the drain
-	// watches its node through PodReadClient.
+	// watches its node through PodReadClient. If it is also a PodCache
+	// (internal/podwatch.Hub is), a drain lists its node's pods from the
+	// API server's watch cache once the shared watch has passed the
+	// cordon, not consistently (Drainer.fromCache).
 	PodWatch NodePodWatcher
 	// StuckAfter bounds the wait for a pod that was asked to leave. Without
 	// a deadline, a pod still present StuckAfter past the end of the grace

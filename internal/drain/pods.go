@@ -118,9 +118,81 @@ func Finished(p *corev1.Pod) bool {
 
 // podsToEvict lists the node's pods and keeps those lifeboat evicts. It
 // also returns the list's resourceVersion, from which waitGone can watch.
-// The list is a consistent one (NodePods).
+// The list is as of the node's cordon or later: from the API server's
+// watch cache when the shared pod watch says the cache has reached the
+// cordon (fromCache), else a consistent one (NodePods).
 func (d *Drainer) podsToEvict(ctx context.Context, node string) ([]corev1.Pod, string, error) {
+	if pods, rv, ok := d.fromCache(ctx, node); ok {
+		return pods, rv, nil
+	}
 	return listToEvict(ctx, d.reads, node, "", d.skip)
+}
+
+// cacheWait bounds how long a drain waits for the shared pod watch to
+// reach its node's cordon before it lists consistently instead: a few
+// seconds of a storm's lag, well inside a two-minute notice.
+const cacheWait = 10 * time.Second
+
+// cachedListTimeout bounds a list NotOlderThan the cordon. The watch cache
+// that served the shared watch answers it at once; another API server's
+// (the list and the watch went different ways) may wait 3 s and answer
+// 504, which client-go retries: the drain then lists consistently.
+const cachedListTimeout = 10 * time.Second
+
+// fromCache lists the node's pods NotOlderThan a version of the node that
+// shows it cordoned (cordonVersion), when the shared pod watch
+// (Options.PodWatch, if it is a PodCache) has reached that version: the
+// API server's watch cache then answers at once. A consistent list waits
+// until the cache reaches the newest version of the whole cluster, and
+// in a storm, with the cache seconds behind, the API server gives up
+// after 3 s and reads every pod of the cluster from etcd
+// (docs/benchmarks.md: 515 such reads grew etcd to 17 GiB). ok is false
+// when it did not list or its list failed.
+func (d *Drainer) fromCache(ctx context.Context, node string) ([]corev1.Pod, string, bool) {
+	cache, isCache := d.watches.(PodCache)
+	if !isCache {
+		return nil, "", false
+	}
+	rv := d.cordonVersion(node)
+	if rv == "" || !cache.CaughtUp(ctx, rv, cacheWait) {
+		return nil, "", false
+	}
+	lctx, cancel := context.WithTimeout(ctx, cachedListTimeout)
+	defer cancel()
+	pods, listRV, err := listToEvict(lctx, d.reads, node, rv, d.skip)
+	if err != nil {
+		d.log.Debug("listing from the pod cache failed; listing consistently", "node", node, "error", err.Error())
+		return nil, "", false
+	}
+	return pods, listRV, true
+}
+
+// PodCache says how far the API server's pod watch cache has come
+// (internal/podwatch.Hub.CaughtUp): whether it has reached
+// resourceVersion, waiting up to within while it moves.
+type PodCache interface {
+	CaughtUp(ctx context.Context, resourceVersion string, within time.Duration) bool
+}
+
+// cordonVersion is the resourceVersion of the newest copy lifeboat knows
+// of the node, lifeboat's last write or the node cache's, if that copy
+// shows the node cordoned: every pod bound to it before the cordon is in
+// a list NotOlderThan it. "" when the newest copy known is not cordoned,
+// and without a node cache (Options.NodeCache: lifeboat's writes are
+// remembered only beside one).
+func (d *Drainer) cordonVersion(node string) string {
+	if d.cache == nil {
+		return ""
+	}
+	cached, ok := d.cache(node)
+	newest := d.written.newer(node, cached, ok)
+	if newest == nil {
+		newest = cached
+	}
+	if newest == nil || !newest.Spec.Unschedulable {
+		return ""
+	}
+	return newest.ResourceVersion
 }
 
 // listToEvict lists the node's pods through client (NodePods, as fresh as
@@ -151,17 +223,18 @@ const AnyVersion = "0"
 //
 // minVersion says how fresh the list must be: "" the newest state (a
 // consistent list), AnyVersion whatever the API server's watch cache holds
-// (answered at once). The API server answers a consistent list from its
-// watch cache too, but only if the cache catches up within 3 s; otherwise
-// it reads every pod of the cluster from etcd, whatever the field
-// selector: in a burst the cache lags, and a thousand such reads grew
-// etcd by gigabytes (docs/benchmarks.md, 5,000 notices). A drain still
-// lists consistently. A list NotOlderThan the cordoned node's version was
-// tried (session 14): it waits until the pod cache reaches that version,
-// which in a quiet cluster takes an etcd progress notification, and a
-// freshly started API server (or an etcd that does not answer progress
-// requests) sends none: the list answered 504 after 3 s, again and again,
-// and CI's TestTwoClustersOneQueue saw no drain start in 20 s.
+// (answered at once), any other version a state not older than it
+// (resourceVersionMatch NotOlderThan). The API server answers a consistent
+// list from its watch cache too, but only if the cache catches up within
+// 3 s; otherwise it reads every pod of the cluster from etcd, whatever the
+// field selector: in a burst the cache lags, and a thousand such reads
+// grew etcd by gigabytes (docs/benchmarks.md, 5,000 notices). A
+// NotOlderThan list never goes to etcd, but it waits until the pod cache
+// reaches its version, and in a quiet cluster only an etcd progress
+// notification moves the cache (a freshly started API server sent none:
+// 504 after 3 s, again and again, session 14). So a drain lists
+// NotOlderThan its cordon only once the shared pod watch has seen the
+// cache get there (Drainer.fromCache), and consistently otherwise.
 //
 // No page size either: API Priority and Fairness reserves a list from the
 // watch cache seats by the memory it may use (10 seats unpaged, the most),
@@ -178,6 +251,9 @@ func NodePods(ctx context.Context, client Client, node, minVersion string) (*cor
 	opts := metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("spec.nodeName", node).String(),
 		ResourceVersion: minVersion,
+	}
+	if minVersion != "" && minVersion != AnyVersion {
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	}
 	list, err := client.Pods(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {

@@ -48,10 +48,12 @@ func TestNodePods(t *testing.T) {
 		listErr    error // the API server's answer to the list; nil: the pods
 		wantPods   int
 		wantRV     string
+		wantMatch  metav1.ResourceVersionMatch
 		wantError  string // "": none
 	}{
 		{name: "every namespace's pods", wantPods: 2},
 		{name: "any version", minVersion: AnyVersion, wantPods: 2, wantRV: "0"},
+		{name: "not older than a version", minVersion: "123", wantPods: 2, wantRV: "123", wantMatch: metav1.ResourceVersionMatchNotOlderThan},
 		{name: "a failed list names the node", listErr: errors.New("connection refused"), wantError: "listing pods of node node-a: connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,8 +69,8 @@ func TestNodePods(t *testing.T) {
 			if selector != "spec.nodeName=node-a" || namespace != metav1.NamespaceAll {
 				t.Errorf("listed with field selector %q in namespace %q, want spec.nodeName=node-a in every namespace", selector, namespace)
 			}
-			if opts.ResourceVersion != tc.wantRV || opts.ResourceVersionMatch != "" {
-				t.Errorf("listed with resourceVersion %q match %q, want %q and no match", opts.ResourceVersion, opts.ResourceVersionMatch, tc.wantRV)
+			if opts.ResourceVersion != tc.wantRV || opts.ResourceVersionMatch != tc.wantMatch {
+				t.Errorf("listed with resourceVersion %q match %q, want %q match %q", opts.ResourceVersion, opts.ResourceVersionMatch, tc.wantRV, tc.wantMatch)
 			}
 			if tc.wantError != "" {
 				if err == nil || err.Error() != tc.wantError || !errors.Is(err, tc.listErr) {
@@ -150,5 +152,41 @@ func TestForecastListsAnyVersion(t *testing.T) {
 		if !ok || o.ResourceVersion != "0" || o.ResourceVersionMatch != "" {
 			t.Errorf("%s listed %v with resourceVersion %q match %q, want any version (\"0\", no match)", res, ok, o.ResourceVersion, o.ResourceVersionMatch)
 		}
+	}
+}
+
+// cordonVersion is the newest known copy's version (lifeboat's last write
+// or the node cache's) when that copy shows the node cordoned; "" when it
+// does not, or without a node cache.
+func TestCordonVersion(t *testing.T) {
+	node := func(rv string, cordoned bool) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv}, Spec: corev1.NodeSpec{Unschedulable: cordoned}}
+	}
+	for _, tc := range []struct {
+		name    string
+		noCache bool
+		cached  *corev1.Node // nil: not in the cache
+		written *corev1.Node // nil: no write remembered
+		want    string
+	}{
+		{name: "no node cache", noCache: true, written: node("10", true)},
+		{name: "nothing known"},
+		{name: "the cordon's answer, not cached yet", written: node("10", true), want: "10"},
+		{name: "the cache behind the cordon", cached: node("9", false), written: node("10", true), want: "10"},
+		{name: "the cache past the cordon", cached: node("12", true), written: node("10", true), want: "12"},
+		{name: "cordoned by someone else", cached: node("12", true), want: "12"},
+		{name: "uncordoned since", cached: node("12", false), written: node("10", true)},
+		{name: "not cordoned", written: node("10", false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &Drainer{}
+			if !tc.noCache {
+				d.cache = func(string) (*corev1.Node, bool) { return tc.cached, tc.cached != nil }
+			}
+			d.written.put(tc.written)
+			if got := d.cordonVersion("n"); got != tc.want {
+				t.Errorf("cordonVersion = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

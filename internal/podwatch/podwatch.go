@@ -65,6 +65,8 @@ type Hub struct {
 	recent  ring
 	covered uint64
 	idle    clock.Timer // stops the watch linger after the last Stop
+	// at is how far the watch has come (CaughtUp).
+	at position
 }
 
 // event is one pod event as the hub keeps it.
@@ -176,6 +178,7 @@ func (h *Hub) consume(ctx context.Context, run *struct{}, w watch.Interface, rv 
 					continue
 				}
 				rv = max(rv, v)
+				h.advance(run, rv)
 				if ev.Type != watch.Bookmark {
 					h.dispatch(run, event{typ: ev.Type, rv: v, node: pod.Spec.NodeName, pod: slim(pod)})
 				}
@@ -218,6 +221,7 @@ func (h *Hub) reset(run *struct{}, why string) {
 func (h *Hub) stopLocked() {
 	h.cancel()
 	h.run, h.cancel, h.recent = nil, nil, ring{}
+	h.at.reset()
 	for _, set := range h.subs {
 		for s := range set {
 			s.close()
