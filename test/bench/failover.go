@@ -85,33 +85,60 @@ type LeaseRequests struct {
 // leaseRequests reads lifeboat's Lease requests from an audit log
 // (auditPolicy), times relative to t0.
 func leaseRequests(log io.Reader, t0 time.Time) (LeaseRequests, error) {
-	out := LeaseRequests{ByVerb: map[string]int{}, MaxSeconds: map[string]float64{}}
-	var slowest float64
-	var lastRenewal time.Time
+	c := newLeaseCounter(t0)
+	err := readAudit(log, c.add)
+	return c.out, err
+}
+
+// leaseCounter fills LeaseRequests one audit event at a time.
+type leaseCounter struct {
+	t0          time.Time
+	out         LeaseRequests
+	slowest     float64
+	lastRenewal time.Time
+}
+
+func newLeaseCounter(t0 time.Time) *leaseCounter {
+	return &leaseCounter{t0: t0, out: LeaseRequests{ByVerb: map[string]int{}, MaxSeconds: map[string]float64{}}}
+}
+
+func (c *leaseCounter) add(e *auditEvent) {
+	if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ObjectRef.Resource != "leases" || e.ResponseStatus == nil {
+		return
+	}
+	out := &c.out
+	took := e.Answered.Sub(e.Received).Seconds()
+	out.ByVerb[fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code)]++
+	out.MaxSeconds[e.Verb] = max(out.MaxSeconds[e.Verb], took)
+	if took > c.slowest {
+		c.slowest, out.SlowestAt = took, e.Received.Sub(c.t0).Seconds()
+	}
+	if e.Verb == "update" && e.ResponseStatus.Code == 200 {
+		if !c.lastRenewal.IsZero() && e.Received.Sub(c.lastRenewal).Seconds() > out.LongestGap {
+			out.LongestGap, out.LongestGapEnd = e.Received.Sub(c.lastRenewal).Seconds(), e.Received.Sub(c.t0).Seconds()
+		}
+		c.lastRenewal = e.Received
+	}
+}
+
+// readAudit reads an audit log (JSON lines) once, handing each event to
+// every f in turn.
+func readAudit(log io.Reader, fs ...func(*auditEvent)) error {
 	sc := bufio.NewScanner(log)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, fmt.Errorf("audit log: %w", err)
+			return fmt.Errorf("audit log: %w", err)
 		}
-		if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ObjectRef.Resource != "leases" || e.ResponseStatus == nil {
-			continue
-		}
-		took := e.Answered.Sub(e.Received).Seconds()
-		out.ByVerb[fmt.Sprintf("%s %d", e.Verb, e.ResponseStatus.Code)]++
-		out.MaxSeconds[e.Verb] = max(out.MaxSeconds[e.Verb], took)
-		if took > slowest {
-			slowest, out.SlowestAt = took, e.Received.Sub(t0).Seconds()
-		}
-		if e.Verb == "update" && e.ResponseStatus.Code == 200 {
-			if !lastRenewal.IsZero() && e.Received.Sub(lastRenewal).Seconds() > out.LongestGap {
-				out.LongestGap, out.LongestGapEnd = e.Received.Sub(lastRenewal).Seconds(), e.Received.Sub(t0).Seconds()
-			}
-			lastRenewal = e.Received
+		for _, f := range fs {
+			f(&e)
 		}
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	return nil
 }
 
 // logWarnings counts a JSON log's WARN and ERROR lines by their msg.
@@ -166,49 +193,57 @@ type auditEvent struct {
 // and counts lifeboat's writes to the given nodes and to the pods of
 // namespace ns on them (pod -> node from pods).
 func countWrites(log io.Reader, nodes []string, pods map[string]string, ns string) (Writes, error) {
-	mine := map[string]bool{}
+	c := newWriteCounter(nodes, pods, ns)
+	err := readAudit(log, c.add)
+	return c.result(), err
+}
+
+// writeCounter fills Writes one audit event at a time.
+type writeCounter struct {
+	nodes                        []string
+	pods                         map[string]string
+	ns                           string
+	mine                         map[string]bool
+	cordonsOf, others, evictions map[string]int
+	codes                        map[string]int
+}
+
+func newWriteCounter(nodes []string, pods map[string]string, ns string) *writeCounter {
+	c := &writeCounter{nodes: nodes, pods: pods, ns: ns, mine: map[string]bool{},
+		cordonsOf: map[string]int{}, others: map[string]int{}, evictions: map[string]int{}, codes: map[string]int{}}
 	for _, n := range nodes {
-		mine[n] = true
+		c.mine[n] = true
 	}
-	cordonsOf, others, evictions := map[string]int{}, map[string]int{}, map[string]int{}
-	w := Writes{Codes: map[string]int{}}
-	sc := bufio.NewScanner(log)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return w, fmt.Errorf("audit log: %w", err)
-		}
-		if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ResponseStatus == nil {
-			continue
-		}
-		ref, code := e.ObjectRef, e.ResponseStatus.Code
-		ok := code >= 200 && code < 300
+	return c
+}
+
+func (c *writeCounter) add(e *auditEvent) {
+	if !strings.HasPrefix(e.UserAgent, "lifeboat/") || e.ObjectRef == nil || e.ResponseStatus == nil {
+		return
+	}
+	ref, code := e.ObjectRef, e.ResponseStatus.Code
+	ok := code >= 200 && code < 300
+	switch {
+	case e.Verb == "patch" && ref.Resource == "nodes" && ref.Subresource == "" && c.mine[ref.Name]:
+		c.codes[fmt.Sprintf("patch %d", code)]++
 		switch {
-		case e.Verb == "patch" && ref.Resource == "nodes" && ref.Subresource == "" && mine[ref.Name]:
-			w.Codes[fmt.Sprintf("patch %d", code)]++
-			if !ok {
-				continue
-			}
-			if cordons(e.RequestObject) {
-				cordonsOf[ref.Name]++
-			} else {
-				others[ref.Name]++
-			}
-		case e.Verb == "create" && ref.Resource == "pods" && ref.Subresource == "eviction" && ref.Namespace == ns && pods[ref.Name] != "":
-			w.Codes[fmt.Sprintf("eviction %d", code)]++
-			if ok {
-				evictions[ref.Name]++
-			}
+		case !ok:
+		case cordons(e.RequestObject):
+			c.cordonsOf[ref.Name]++
+		default:
+			c.others[ref.Name]++
+		}
+	case e.Verb == "create" && ref.Resource == "pods" && ref.Subresource == "eviction" && ref.Namespace == c.ns && c.pods[ref.Name] != "":
+		c.codes[fmt.Sprintf("eviction %d", code)]++
+		if ok {
+			c.evictions[ref.Name]++
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return w, fmt.Errorf("audit log: %w", err)
-	}
-	w.CordonPatches = histogram(nodes, cordonsOf)
-	w.OtherPatches = histogram(nodes, others)
-	w.Evictions = histogram(slices.Sorted(maps.Keys(pods)), evictions)
-	return w, nil
+}
+
+func (c *writeCounter) result() Writes {
+	return Writes{Codes: c.codes, CordonPatches: histogram(c.nodes, c.cordonsOf), OtherPatches: histogram(c.nodes, c.others),
+		Evictions: histogram(slices.Sorted(maps.Keys(c.pods)), c.evictions)}
 }
 
 // cordons reports whether a node PATCH's body sets spec.unschedulable.

@@ -327,15 +327,11 @@ func (p *pair) report(ctx context.Context, b *testing.B, t0 time.Time, res *Resu
 		b.Fatal(err)
 	}
 	defer log.Close()
-	if out.Writes, err = countWrites(log, f.names, pods, ns); err != nil {
+	writes, lease := newWriteCounter(f.names, pods, ns), newLeaseCounter(t0)
+	if err := readAudit(log, writes.add, lease.add); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := log.Seek(0, io.SeekStart); err != nil {
-		b.Fatal(err)
-	}
-	if out.Lease, err = leaseRequests(log, t0); err != nil {
-		b.Fatal(err)
-	}
+	out.Writes, out.Lease = writes.result(), lease.out
 	return out
 }
 

@@ -47,12 +47,9 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 	if v := os.Getenv("LIFEBOAT_BENCH_BINARIES"); v != "" {
 		bins = strings.Split(v, ",")
 	} else {
-		bin := filepath.Join(dir, "lifeboat-imds")
-		cmd := exec.Command("go", "build", "-tags", "imdsonly", "-trimpath", "-ldflags", "-s -w -X main.version=bench", "-o", bin, "./cmd/lifeboat")
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("building lifeboat-imds: %v\n%s", err, out)
+		bin, err := testenv.BuildRelease(b.Context(), testenv.Release{Pkg: "./cmd/lifeboat", Out: filepath.Join(dir, "lifeboat-imds"), Tags: []string{"imdsonly"}, Version: "bench"})
+		if err != nil {
+			b.Fatal(err)
 		}
 		bins = []string{bin}
 	}
@@ -138,12 +135,9 @@ func loadAverage(b *testing.B) string {
 // built (static, stripped).
 func buildIdleFloor(b *testing.B, dir string) string {
 	b.Helper()
-	bin := filepath.Join(dir, "idlefloor")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./test/bench/idlefloor")
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building idlefloor: %v\n%s", err, out)
+	bin, err := testenv.BuildRelease(b.Context(), testenv.Release{Pkg: "./test/bench/idlefloor", Out: filepath.Join(dir, "idlefloor")})
+	if err != nil {
+		b.Fatal(err)
 	}
 	return bin
 }

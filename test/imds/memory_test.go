@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -121,12 +120,9 @@ func mib(kib int64) float64 { return float64(kib) / 1024 }
 // and returns its path.
 func releaseBinary(b *testing.B, pkg string) string {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=bench", "-o", bin, pkg)
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building %s: %v\n%s", pkg, err, out)
+	bin, err := testenv.BuildRelease(b.Context(), testenv.Release{Pkg: pkg, Out: filepath.Join(b.TempDir(), filepath.Base(pkg)), Version: "bench"})
+	if err != nil {
+		b.Fatal(err)
 	}
 	return bin
 }

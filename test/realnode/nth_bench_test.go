@@ -3,7 +3,6 @@ package realnode
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,12 +50,10 @@ func startNTH(ctx context.Context, b *testing.B, node *testenv.RealNode, mockURL
 		b.Fatalf("LIFEBOAT_BENCH_NTH_SOURCE=%s is not a checkout of aws-node-termination-handler: %v", src, err)
 	}
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "node-termination-handler")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "nthlinux", "-ldflags", "-s -w", "-o", bin, "./cmd/node-termination-handler.go")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-mod=mod")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building aws-node-termination-handler from %s: %v\n%s", src, err, out)
+	bin, err := testenv.BuildRelease(ctx, testenv.Release{Dir: src, Pkg: "./cmd/node-termination-handler.go", Out: filepath.Join(dir, "node-termination-handler"),
+		Tags: []string{"nthlinux"}, Env: []string{"GOOS=linux", "GOFLAGS=-mod=mod"}})
+	if err != nil {
+		b.Fatal(err)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
