@@ -12,24 +12,55 @@ import (
 const quiet = time.Second
 
 // position is the newest resourceVersion the shared watch has received
-// (an event's or a bookmark's), when it last moved, and a channel closed
-// when it moves (nil until someone waits).
+// (an event's or a bookmark's), when it last moved, and the CaughtUp calls
+// waiting for a version not reached yet. Each waiter is woken once, when
+// its version is reached or the watch stops: a thousand drains waiting
+// through a storm's thousands of events are not each woken by every one.
 type position struct {
-	rv    uint64
-	since time.Time
-	moved chan struct{}
+	rv      uint64
+	since   time.Time
+	waiters map[chan struct{}]uint64 // closed when the version is reached
+	lowest  uint64                   // the lowest version waited for (0: none)
 }
 
-// reset forgets the position (the watch stopped); waiters wake.
+// reset forgets the position (the watch stopped); every waiter wakes.
 func (p *position) reset() {
 	p.rv, p.since = 0, time.Time{}
-	p.wake()
+	for ch := range p.waiters {
+		close(ch)
+	}
+	p.waiters, p.lowest = nil, 0
 }
 
-func (p *position) wake() {
-	if p.moved != nil {
-		close(p.moved)
-		p.moved = nil
+// wait registers a waiter for rv; p.rv is below it.
+func (p *position) wait(rv uint64) chan struct{} {
+	if p.waiters == nil {
+		p.waiters = map[chan struct{}]uint64{}
+	}
+	ch := make(chan struct{})
+	p.waiters[ch] = rv
+	if p.lowest == 0 || rv < p.lowest {
+		p.lowest = rv
+	}
+	return ch
+}
+
+// forget drops a waiter that stopped waiting (a no-op once woken).
+func (p *position) forget(ch chan struct{}) { delete(p.waiters, ch) }
+
+// reached wakes the waiters whose version p.rv has reached.
+func (p *position) reached() {
+	if p.lowest == 0 || p.rv < p.lowest {
+		return
+	}
+	p.lowest = 0
+	for ch, rv := range p.waiters {
+		if rv <= p.rv {
+			close(ch)
+			delete(p.waiters, ch)
+		} else if p.lowest == 0 || rv < p.lowest {
+			p.lowest = rv
+		}
 	}
 }
 
@@ -41,7 +72,7 @@ func (h *Hub) advance(run *struct{}, rv uint64) {
 		return
 	}
 	h.at.rv, h.at.since = rv, h.clock.Now()
-	h.at.wake()
+	h.at.reached()
 }
 
 // CaughtUp reports whether the shared watch has received resourceVersion
@@ -72,23 +103,29 @@ func (h *Hub) CaughtUp(ctx context.Context, rv string, within time.Duration) boo
 			h.mu.Unlock()
 			return false
 		}
-		if h.at.moved == nil {
-			h.at.moved = make(chan struct{})
-		}
-		moved := h.at.moved
+		reached := h.at.wait(want)
 		h.mu.Unlock()
 		left := deadline.Sub(h.clock.Now())
 		if left <= 0 {
+			h.stopWaiting(reached)
 			return false
 		}
 		t := h.clock.NewTimer(min(left, quiet)) // to see the watch go quiet
 		select {
-		case <-moved:
+		case <-reached: // reached, or the watch stopped: the loop tells
 		case <-t.C():
+			h.stopWaiting(reached)
 		case <-ctx.Done():
 			t.Stop()
+			h.stopWaiting(reached)
 			return false
 		}
 		t.Stop()
 	}
+}
+
+func (h *Hub) stopWaiting(ch chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.at.forget(ch)
 }

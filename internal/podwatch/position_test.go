@@ -104,3 +104,38 @@ func waitPosition(t *testing.T, h *Hub, rv uint64) {
 	}
 	t.Fatalf("the hub never received %d", rv)
 }
+
+// Each waiter is woken once its own version is reached, not by every
+// event before it; the watch's stop wakes them all.
+func TestPositionWakesWhenReached(t *testing.T) {
+	var p position
+	w5, w10, w20 := p.wait(5), p.wait(10), p.wait(20)
+	isClosed := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, step := range []struct {
+		rv          uint64
+		woken       [3]bool
+		lowestAfter uint64
+	}{
+		{rv: 4, woken: [3]bool{false, false, false}, lowestAfter: 5},
+		{rv: 10, woken: [3]bool{true, true, false}, lowestAfter: 20},
+		{rv: 19, woken: [3]bool{true, true, false}, lowestAfter: 20},
+	} {
+		p.rv = step.rv
+		p.reached()
+		got := [3]bool{isClosed(w5), isClosed(w10), isClosed(w20)}
+		if got != step.woken || p.lowest != step.lowestAfter {
+			t.Fatalf("at %d: woken %v (lowest %d), want %v (lowest %d)", step.rv, got, p.lowest, step.woken, step.lowestAfter)
+		}
+	}
+	p.reset()
+	if !isClosed(w20) || len(p.waiters) != 0 {
+		t.Fatal("reset left a waiter asleep")
+	}
+}
