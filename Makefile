@@ -118,7 +118,7 @@ test-unit:
 # testbed; hack/checkdocs lists the others with the reason (docs/testing.md).
 # `make test` runs it too (./hack/...).
 check-docs: preflight deps tools helm
-	$(GO) test -count=1 -timeout 10m ./hack/checkdocs
+	$(GO) test -count=1 -timeout 20m ./hack/checkdocs
 
 test-e2e: preflight deps tools
 	$(GO) test -count=1 -timeout 30m -p 1 ./test/...

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeboat.dev/lifeboat/test/testenv"
 )
@@ -55,7 +56,18 @@ type verdict struct {
 	before []string
 	// why the command cannot run here (in == notRun).
 	why string
+	// takes is how long the command may run; 0: defaultTakes.
+	takes time.Duration
 }
+
+// defaultTakes bounds a documented command (and its before commands).
+const defaultTakes = 3 * time.Minute
+
+// buildTakes bounds the release builds: both binaries compiled with
+// -trimpath, which shares no build cache with go test's builds, on two
+// cores beside the other testbed lane (180 s was not enough on
+// 2026-11-28).
+const buildTakes = 8 * time.Minute
 
 // placeholders are the words of documented commands that stand for the
 // reader's values, and what the test puts in their place: the testbed's
@@ -117,7 +129,7 @@ var verdicts = map[string]verdict{
 	installIMDS: {in: kube, before: []string{uninstall}, says: "STATUS: deployed"},
 
 	// docs/benchmarks.md
-	"make build build-imds && ls -l bin/lifeboat bin/lifeboat-imds": {in: bare, says: "bin/lifeboat-imds"},
+	"make build build-imds && ls -l bin/lifeboat bin/lifeboat-imds": {in: bare, says: "bin/lifeboat-imds", takes: buildTakes},
 	"make build-imds": {why: whyBuilt},
 
 	// docs/configuration.md

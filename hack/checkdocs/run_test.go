@@ -2,6 +2,7 @@ package checkdocs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"debug/buildinfo"
 	"errors"
@@ -149,7 +150,7 @@ func pinnedHelm(root string) (string, error) {
 // check runs one documented command (and its verdict's before) in the
 // verdict's environment.
 func (tb *testbed) check(t *testing.T, text string, v verdict) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(v.takes, defaultTakes))
 	defer cancel()
 	listen := ""
 	if v.in == aws || v.in == queuePod || v.in == imdsPod {
