@@ -178,8 +178,9 @@ func (h *Hub) consume(ctx context.Context, run *struct{}, w watch.Interface, rv 
 					continue
 				}
 				rv = max(rv, v)
-				h.advance(run, rv)
-				if ev.Type != watch.Bookmark {
+				if ev.Type == watch.Bookmark {
+					h.advance(run, rv)
+				} else {
 					h.dispatch(run, event{typ: ev.Type, rv: v, node: pod.Spec.NodeName, pod: slim(pod)})
 				}
 			}
@@ -191,13 +192,15 @@ func (h *Hub) consume(ctx context.Context, run *struct{}, w watch.Interface, rv 
 // longer there (410 Gone, or Expired).
 func gone(err error) bool { return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) }
 
-// dispatch keeps e and hands it to its node's subscribers.
+// dispatch keeps e, hands it to its node's subscribers and records the
+// watch's position (CaughtUp), under one lock.
 func (h *Hub) dispatch(run *struct{}, e event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.run != run {
 		return
 	}
+	h.advanceLocked(e.rv)
 	if dropped, ok := h.recent.push(e); ok {
 		h.covered = dropped.rv
 	}

@@ -64,11 +64,19 @@ func (p *position) reached() {
 	}
 }
 
-// advance records that run's watch received rv.
+// advance records that run's watch received rv (a bookmark's; dispatch
+// records an event's).
 func (h *Hub) advance(run *struct{}, rv uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.run != run || rv <= h.at.rv {
+	if h.run == run {
+		h.advanceLocked(rv)
+	}
+}
+
+// advanceLocked moves the position to rv if it is newer; h.mu held.
+func (h *Hub) advanceLocked(rv uint64) {
+	if rv <= h.at.rv {
 		return
 	}
 	h.at.rv, h.at.since = rv, h.clock.Now()
