@@ -44,13 +44,21 @@ func (c *watchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 func sharedReads(t *testing.T) (*kube.REST, *podwatch.Hub, *watchCounter) {
 	t.Helper()
 	counter := &watchCounter{}
+	reads := readsThrough(t, func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	return reads, podwatch.New(reads.Pods(metav1.NamespaceAll).Watch, clock.RealClock{}, quiet), counter
+}
+
+// readsThrough returns a pod-read client (lifeboat's protobuf REST client)
+// whose transport wrap wraps: a counter of its requests.
+func readsThrough(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) *kube.REST {
+	t.Helper()
 	rc := protobufConfig()
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
+	rc.Wrap(wrap)
 	reads, err := kube.NewREST(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reads, podwatch.New(reads.Pods(metav1.NamespaceAll).Watch, clock.RealClock{}, quiet), counter
+	return reads
 }
 
 // protobufConfig is the drainer's client configuration: lifeboat's
@@ -138,12 +146,7 @@ func TestDrainListsFromThePodCache(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	ns := env.Namespace(t)
 	counter := &listCounter{}
-	rc := protobufConfig()
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
-	reads, err := kube.NewREST(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reads := readsThrough(t, func(rt http.RoundTripper) http.RoundTripper { counter.rt = rt; return counter })
 	hub := podwatch.New(reads.Pods(metav1.NamespaceAll).Watch, clock.RealClock{}, quiet)
 	// A node cache, as lifeboat always has (its informer's): here one that
 	// has not seen the cordon yet, so the drain goes by the cordon's own
