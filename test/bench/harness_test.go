@@ -107,6 +107,7 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 	// nodes up in 17 minutes (kwok's nodes are Ready at once; no
 	// scheduler, so no pod waits for it).
 	opts.APIServerArgs = append(opts.APIServerArgs, "--disable-admission-plugins=TaintNodesByCondition")
+	opts.NodeLeaseDuration = fleetLeaseDuration(n)
 	if apiProfileSeconds > 0 {
 		opts.APIServerArgs = append(opts.APIServerArgs, "--profiling=true") // testenv turns it off
 	}
@@ -501,6 +502,18 @@ type fleet struct {
 	sim        *awssim.Server
 	as         *autoscaling.Client
 	group      string
+}
+
+// fleetLeaseDuration is the node Lease length for a fleet of n kwok nodes
+// (testenv.Options.NodeLeaseDuration): the kubelet's 40 s up to 1,000
+// nodes, then longer, so that the fleet renews at most 100 Leases a second
+// (kwok renews each at a quarter of its length), as 1,000 nodes do at 40 s.
+// At 40 s a 5,000-node fleet's 500 renewals a second fell behind on two
+// cores while its pods were created; the node lifecycle controller then
+// marked nodes unknown and some 400 of their 10,000 pods not Ready, and the
+// set-up never finished.
+func fleetLeaseDuration(n int) time.Duration {
+	return max(40*time.Second, time.Duration(n)*40*time.Millisecond)
 }
 
 // plainFleet creates n kwok nodes named <prefix>-NNNN with made-up instance

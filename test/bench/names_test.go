@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -54,5 +55,21 @@ func TestPodNamesUnique(t *testing.T) {
 				t.Errorf("%d distinct pod names, want %d", len(seen), tc.want)
 			}
 		})
+	}
+}
+
+// TestFleetLeaseDuration: a fleet renews at most 100 node Leases a second
+// (kwok renews each at a quarter of its length), and no Lease is shorter
+// than the kubelet's 40 s.
+func TestFleetLeaseDuration(t *testing.T) {
+	for _, n := range []int{1, 50, 1000, 1001, 5000, 20000} {
+		d := fleetLeaseDuration(n)
+		renewals := float64(n) / (d / 4).Seconds()
+		if d < 40*time.Second || renewals > 100 {
+			t.Errorf("%d nodes: Leases of %v, %.1f renewals a second; want at least 40s and at most 100", n, d, renewals)
+		}
+	}
+	if d := fleetLeaseDuration(1000); d != 40*time.Second {
+		t.Errorf("1,000 nodes: Leases of %v, want the kubelet's 40s (as every earlier run had)", d)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"time"
 )
 
 // stageFS holds the kwok Stages an Env applies: node initialization and
@@ -77,6 +79,15 @@ func kwokConfig() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// nodeLeaseSeconds is the length of kwok's node Leases in seconds
+// (Options.NodeLeaseDuration, 40 by default).
+func (e *Env) nodeLeaseSeconds() int {
+	if d := e.opts.NodeLeaseDuration; d > 0 {
+		return int(max(d/time.Second, 1))
+	}
+	return 40
+}
+
 // startKwok starts kwok once for the Env: it manages the nodes annotated
 // KwokNodeAnnotation=fake and the pods bound to them.
 func (e *Env) startKwok(bin string, creds *credentials) error {
@@ -101,7 +112,7 @@ func (e *Env) startKwok(bin string, creds *credentials) error {
 		"--kubeconfig=" + kubeconfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=fake",
-		"--node-lease-duration-seconds=40",
+		"--node-lease-duration-seconds=" + strconv.Itoa(e.nodeLeaseSeconds()),
 		"--cidr=10.128.0.1/12",
 		"--node-ip=10.127.0.1",
 	}, []string{"HOME=" + home}, e.Dir)
