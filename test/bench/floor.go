@@ -13,6 +13,9 @@ import (
 // cordoned (as lifeboat's cordons are seen), CordonsAnswered and AllEvicted
 // when the API server answered the last cordon and eviction, AllGone when a
 // pod watch saw the last pod deleted (kwok deletes an evicted pod).
+// AllReceived is apart: the seconds moto took to hand the same number of
+// Spot notices to a bare SQS client with Receivers receives at once
+// (receiveFloor), the floor of lifeboat's own AllReceived.
 type Floor struct {
 	Nodes           int     `json:"nodes"`
 	Pods            int     `json:"pods"`
@@ -21,6 +24,8 @@ type Floor struct {
 	CordonsAnswered float64 `json:"cordons_answered_s"`
 	AllEvicted      float64 `json:"all_evicted_s"`
 	AllGone         float64 `json:"all_pods_gone_s"`
+	AllReceived     float64 `json:"all_received_s,omitempty"`
+	Receivers       int     `json:"receivers,omitempty"`
 	// Namespace holds the floor's pods (the audit timeline tells them from
 	// lifeboat's).
 	Namespace string `json:"namespace"`
@@ -37,10 +42,14 @@ type Floor struct {
 
 // VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
 // against all cordoned, all drained (pods gone, node marked) against all
-// pods gone. 0 when either side has no time.
+// pods gone. CordonedWithQueue is all cordoned against the longer of the
+// bare client's all cordoned and moto's delivery to a bare receiver: no
+// cordon can come before its message, so that is the floor of the whole
+// path from the queue. 0 when either side has no time.
 type VsFloor struct {
-	Cordoned float64 `json:"all_cordoned"`
-	Drained  float64 `json:"all_drained"`
+	Cordoned          float64 `json:"all_cordoned"`
+	Drained           float64 `json:"all_drained"`
+	CordonedWithQueue float64 `json:"all_cordoned_with_queue,omitempty"`
 }
 
 // compare fills r.VsFloor from r's totals and r.Floor.
@@ -56,6 +65,9 @@ func (r *Result) compare() {
 		return a / b
 	}
 	r.VsFloor = &VsFloor{Cordoned: ratio(r.AllCordoned, r.Floor.AllCordoned), Drained: ratio(r.AllDrained, r.Floor.AllGone)}
+	if r.Floor.AllReceived > 0 {
+		r.VsFloor.CordonedWithQueue = ratio(r.AllCordoned, max(r.Floor.AllCordoned, r.Floor.AllReceived))
+	}
 }
 
 // floorTable is the report's lines about the floor and where lifeboat's
@@ -68,8 +80,15 @@ func (r *Result) floorTable() string {
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(&b, "bare client (%d requests at once, no rate limit; %d nodes, %d pods): all cordoned %.2f s, all evicted %.2f s, all pods gone %.2f s\n",
 			f.Concurrency, f.Nodes, f.Pods, f.AllCordoned, f.AllEvicted, f.AllGone)
+		if f.AllReceived > 0 {
+			fmt.Fprintf(&b, "bare SQS client (%d receives at once, ten messages each, nothing else): moto handed it all %d messages in %.2f s\n",
+				f.Receivers, f.Nodes, f.AllReceived)
+		}
 		if v := r.VsFloor; v != nil {
 			fmt.Fprintf(&b, "lifeboat / bare client: all cordoned %.2f x, all drained %.2f x (pods gone)\n", v.Cordoned, v.Drained)
+			if v.CordonedWithQueue > 0 {
+				fmt.Fprintf(&b, "lifeboat / the longer of the bare client's cordons and moto's delivery: all cordoned %.2f x\n", v.CordonedWithQueue)
+			}
 		}
 		if l := apfLine(f.APF); l != "" {
 			fmt.Fprintf(&b, "bare client: API priority and fairness: %s\n", l)

@@ -47,9 +47,12 @@ var floorGrace int64 = 1
 // client rate limit. It waits until kwok has deleted every evicted pod,
 // deletes the nodes again and returns the times.
 //
+// Then it times moto's delivery of n notices to a bare receiver
+// (receiveFloor).
+//
 // With profileSeconds > 0 it writes a CPU profile of the API server over
 // that many seconds from its first request to profilePath.
-func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer, profileSeconds int, profilePath string) *Floor {
+func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, motoEndpoint string, i, n, podsPer, profileSeconds int, profilePath string) *Floor {
 	ns := env.Namespace(b)
 	f := plainFleet(ctx, b, env, ns, fmt.Sprintf("floor-%d", i), n, podsPer)
 	defer func() {
@@ -175,7 +178,9 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, i, n, podsPer
 	if notCordoned > 0 {
 		b.Fatalf("floor: the node watch saw %d of %d nodes never cordoned", notCordoned, n)
 	}
+	received := receiveFloor(ctx, b, motoEndpoint, i, n)
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency, Namespace: ns,
+		AllReceived: received, Receivers: receiveFloorPollers,
 		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
 		APIRequests: Diff(countersBefore.Requests, countersAfter.Requests), StorageReads: Diff(countersBefore.Storage, countersAfter.Storage),
 		APF: Diff(countersBefore.APF, countersAfter.APF), CPU: cpu}

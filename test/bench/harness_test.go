@@ -64,8 +64,10 @@ const (
 // client sending the same writes to an equivalent fresh set of nodes and
 // pods, one after the other so that they never share the cores; the report
 // gives lifeboat's times as multiples of it (LIFEBOAT_BENCH_FLOOR=0 skips
-// it). For the Spot kinds it also records when lifeboat had received every
-// message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
+// it). The floor also times moto handing as many notices to a bare SQS
+// receiver (receiveFloor): no cordon comes before its message, so the
+// report also gives all cordoned against the longer of the two. For the
+// Spot kinds it also records when lifeboat had received every message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
 // writes an S-second CPU profile of lifeboat from the burst's start next to
 // the report (<base>.cpu.pprof), and its heap profile at the highest RSS
 // sampled every 2 s through the burst (<base>.heap.pprof); LIFEBOAT_BENCH_APISERVER_PROFILE=S one of
@@ -155,9 +157,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		}
 		var floor *Floor
 		if withFloor && i%len(bins) == 0 {
-			floor = runFloor(ctx, b, env, i, n, podsPer, apiProfileSeconds, filepath.Join(outDir, baseName+".floor.apiserver.pprof"))
-			fmt.Printf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s (printed at once: a run that dies keeps it)\n",
-				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone)
+			floor = runFloor(ctx, b, env, moto.Endpoint, i, n, podsPer, apiProfileSeconds, filepath.Join(outDir, baseName+".floor.apiserver.pprof"))
+			fmt.Printf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s; moto handed a bare receiver %d messages in %.2f s (printed at once: a run that dies keeps it)\n",
+				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone, floor.Nodes, floor.AllReceived)
 		}
 		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("harness%d", i))
 		if err != nil {
@@ -488,6 +490,9 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if res.VsFloor != nil {
 			b.ReportMetric(res.VsFloor.Cordoned, "cordoned_vs_floor_x")
 			b.ReportMetric(res.VsFloor.Drained, "drained_vs_floor_x")
+			if res.VsFloor.CordonedWithQueue > 0 {
+				b.ReportMetric(res.VsFloor.CordonedWithQueue, "cordoned_vs_floor_with_queue_x")
+			}
 		}
 		for _, name := range f.names {
 			_ = env.DeleteNode(ctx, name)

@@ -210,13 +210,26 @@ func TestReportFloor(t *testing.T) {
 			"bare client: CPU seconds, by process: kwok 1.0, total 1.0",
 		},
 	}, {
+		name: "moto's delivery measured: the cordons against the longer of the two floors",
+		res: Result{Nodes: 2, PodsPerNode: 1,
+			Floor: &Floor{Nodes: 2, Pods: 2, Concurrency: 32, AllCordoned: 0.5, AllEvicted: 1, AllGone: 2, AllReceived: 1.25, Receivers: 4},
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 1, Drained: 2},
+				{Name: "b", Sent: 0, Cordoned: 2.5, Drained: 3},
+			}},
+		want: &VsFloor{Cordoned: 5, Drained: 1.5, CordonedWithQueue: 2},
+		table: []string{
+			"bare SQS client (4 receives at once, ten messages each, nothing else): moto handed it all 2 messages in 1.25 s",
+			"lifeboat / the longer of the bare client's cordons and moto's delivery: all cordoned 2.00 x",
+		},
+	}, {
 		name: "lifeboat drained nothing: no drain ratio",
 		res: Result{Nodes: 1, PodsPerNode: 1,
 			Floor:   &Floor{Nodes: 1, Pods: 1, Concurrency: 32, AllCordoned: 0.25, AllEvicted: 0.5, AllGone: 1},
 			PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: -1}}},
 		want:  &VsFloor{Cordoned: 2, Drained: 0},
 		table: []string{"all cordoned 2.00 x, all drained 0.00 x"},
-		not:   []string{"lifeboat received"},
+		not:   []string{"lifeboat received", "bare SQS client", "moto's delivery"},
 	}, {
 		name:  "no floor",
 		res:   Result{Nodes: 1, PodsPerNode: 1, PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1}}},
