@@ -10,30 +10,74 @@ import (
 	"time"
 )
 
-// ProcessCPU is the CPU time of every thread of process pid so far (the
-// first field of each thread's schedstat, in nanoseconds): an idle
-// process's tenth of a second is below process_cpu_seconds_total's 10 ms
-// ticks.
+// ProcessCPU is the CPU time of process pid so far, every thread's: the
+// threads alive now to the nanosecond (the first field of each one's
+// schedstat: an idle process's tenth of a second is below
+// process_cpu_seconds_total's 10 ms ticks), and the threads that have
+// ended in clock ticks (the process's utime+stime, which keeps theirs,
+// less the live threads'). Without the second part a server with a
+// thread per request (moto) showed 3.6 s of CPU over a 5,000-notice
+// burst whose requests took it minutes.
 func ProcessCPU(pid int) (time.Duration, error) {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	if err != nil || len(tasks) == 0 {
 		return 0, fmt.Errorf("no threads of process %d: %v", pid, err)
 	}
-	var sum time.Duration
+	total, err := statTicks(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	var live time.Duration
+	liveTicks := int64(0)
 	for _, t := range tasks {
-		b, err := os.ReadFile(t)
+		b, err := os.ReadFile(filepath.Join(t, "schedstat"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		ticks, err := statTicks(filepath.Join(t, "stat"))
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
 		f := strings.Fields(string(b))
 		if len(f) == 0 {
-			return 0, fmt.Errorf("%s: empty", t)
+			return 0, fmt.Errorf("%s/schedstat: empty", t)
 		}
 		ns, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", t, err)
+			return 0, fmt.Errorf("%s/schedstat: %w", t, err)
 		}
-		sum += time.Duration(ns)
+		live += time.Duration(ns)
+		liveTicks += ticks
+	}
+	return live + time.Duration(max(total-liveTicks, 0))*clockTick, nil
+}
+
+// clockTick is the unit of /proc's utime and stime: USER_HZ, 100 on
+// every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// statTicks reads utime+stime (fields 14 and 15) of a /proc stat file.
+func statTicks(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("%s: no command name", path)
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3
+	if len(f) < 13 {
+		return 0, fmt.Errorf("%s: %d fields", path, len(f)+2)
+	}
+	var sum int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
+		sum += v
 	}
 	return sum, nil
 }
