@@ -63,10 +63,15 @@ func startMoto(logDir string, pick PortPicker) (*Moto, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startMotoCommand(logDir, pick, bin, args)
+}
+
+// startMotoCommand starts moto's server as bin args on a free port.
+func startMotoCommand(logDir string, pick PortPicker, bin string, args []string) (*Moto, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := &Moto{}
-	_, _, err = StartOnFreePorts(ctx, "moto", 1, pick, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
+	_, _, err := StartOnFreePorts(ctx, "moto", 1, pick, func(ctx context.Context, attempt int, ports []int) (*Process, error) {
 		p, err := startAttempt("moto", attempt, bin, append(args, "-H", "127.0.0.1", "-p", fmt.Sprint(ports[0])), nil, logDir)
 		if err != nil {
 			return nil, err

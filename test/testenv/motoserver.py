@@ -1,7 +1,7 @@
 # moto_server with speed-ups for the testbed's bursts of hundreds of
-# messages, and one timing brought closer to AWS's. 1 and 2 replace a pure
-# computation by an equivalent cheaper one; 3 changes when a waiting long
-# poll sees a message, not what it sees. Arguments are moto_server's.
+# messages, and one timing brought closer to AWS's. 1, 2 and 4 replace a
+# pure computation by an equivalent cheaper one; 3 changes when a waiting
+# long poll sees a message, not what it sees. Arguments are moto_server's.
 # Measured with moto 5.2.1 on the development machine (see docs/testing.md).
 #
 # 1. EventBridge: for every event it delivers to a target, moto parses the
@@ -31,6 +31,15 @@
 #    7 times in a row at 1.006 s intervals, worst cordons 7-9 s in most
 #    runs). Random waits spread the phases as AWS's lottery among waiting
 #    polls does.
+# 4. SQS ChangeMessageVisibility and DeleteMessage: moto finds the message
+#    of a receipt handle by asking every message of the queue whether it
+#    ever had that handle (building a list of its handles each time). A
+#    5,000-notice burst's extension rounds (5,000 entries every 10 s) cost
+#    25 million such questions each, and moto took 147 s of CPU in a burst
+#    (docs/benchmarks.md, session 22). Each handle a receive hands out is
+#    now remembered with its message; a lookup still makes sure the message
+#    is in the queue, and a handle not found that way goes to moto's own
+#    scan, so every answer is moto's.
 import functools
 import random
 import time
@@ -73,6 +82,74 @@ def _wait_for_messages(self, timeout):
 
 
 _sqs.Queue.wait_for_messages = _wait_for_messages
+
+# 4. Receipt handles found without scanning the queue.
+_BY_HANDLE = {}  # every receipt handle handed out -> its message
+_orig_mark_received = _sqs.Message.mark_received
+
+
+def _mark_received(self, *args, **kwargs):
+    _orig_mark_received(self, *args, **kwargs)
+    _BY_HANDLE[self.receipt_handle] = self
+
+
+_sqs.Message.mark_received = _mark_received
+
+
+def _members(queue):
+    """The ids of the queue's messages, rebuilt when its list changed."""
+    key = (id(queue._messages), len(queue._messages))
+    cached = queue.__dict__.get("_lb_members")
+    if cached is None or cached[0] != key:
+        cached = (key, {id(m) for m in queue._messages})
+        queue.__dict__["_lb_members"] = cached
+    return cached[1]
+
+
+def _find(queue, receipt_handle):
+    m = _BY_HANDLE.get(receipt_handle)
+    if m is not None and id(m) in _members(queue):
+        return m
+    return None
+
+
+_orig_change_visibility = _sqs.SQSBackend.change_message_visibility
+
+
+def _change_message_visibility(self, queue_name, receipt_handle, visibility_timeout):
+    queue = self.get_queue(queue_name)
+    message = _find(queue, receipt_handle)
+    given = _utils.unix_time_millis() + int(visibility_timeout) * 1000
+    if message is None or given - message.sent_timestamp > 43200 * 1000:
+        # moto's own answer: not found, or beyond SQS's 12 hours
+        return _orig_change_visibility(self, queue_name, receipt_handle, visibility_timeout)
+    message.change_visibility(visibility_timeout)
+    if message.visible and message in queue.pending_messages:
+        queue.pending_messages.remove(message)
+
+
+_sqs.SQSBackend.change_message_visibility = _change_message_visibility
+
+_orig_delete = _sqs.Queue.delete_message
+
+
+def _delete_message(self, receipt_handle):
+    if receipt_handle in self.deleted_messages:
+        return
+    message = _find(self, receipt_handle)
+    if message is None:
+        return _orig_delete(self, receipt_handle)
+    members = _members(self)
+    self.pending_messages.discard(message)
+    self.deleted_messages.update(message.all_receipt_handles)
+    self._messages = [m for m in self._messages if m is not message]
+    members.discard(id(message))
+    self.__dict__["_lb_members"] = ((id(self._messages), len(self._messages)), members)
+    for h in message.all_receipt_handles:
+        _BY_HANDLE.pop(h, None)
+
+
+_sqs.Queue.delete_message = _delete_message
 
 from moto.server import main  # noqa: E402
 
