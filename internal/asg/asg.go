@@ -47,6 +47,7 @@ type Client struct {
 	mu    sync.Mutex
 	hooks map[string]lifecycle.Hook
 	owned map[string]bool
+	turns *turns // one call at a time per action
 }
 
 // Options configure a Client.
@@ -61,7 +62,7 @@ type Options struct {
 // New returns a Client.
 func New(api autoscalingAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Client {
 	return &Client{api: api, clock: clk, log: log, dryRun: o.DryRun, clusterName: o.ClusterName,
-		managed: o.Managed, hooks: map[string]lifecycle.Hook{}, owned: map[string]bool{}}
+		managed: o.Managed, hooks: map[string]lifecycle.Hook{}, owned: map[string]bool{}, turns: newTurns()}
 }
 
 // Hook returns a hook's timeouts (cached after the first read).
@@ -118,14 +119,33 @@ func (c *Client) Complete(ctx context.Context, instanceID string, a event.Lifecy
 	if a.Token != "" {
 		in.LifecycleActionToken = aws.String(a.Token)
 	}
+	key := actionKey(instanceID, a)
+	_, release := c.turns.take(key)
+	defer release()
 	_, err := c.api.CompleteLifecycleAction(ctx, in)
+	if a.Token != "" && (err == nil || errors.Is(classify(err), lifecycle.ErrNoActiveAction)) {
+		// Only a token names one action for good: a hook's next action on
+		// the same instance (back from the warm pool) has a new one, and
+		// a tokenless one must not find this one ended.
+		c.turns.end(key, c.clock.Now())
+	}
 	if err != nil {
 		return fmt.Errorf("completing lifecycle action for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
 	}
 	return nil
 }
 
-// Heartbeat records one heartbeat.
+// errCompleted: the action was completed by this Client; its heartbeats end.
+var errCompleted = errors.New("lifecycle action completed by lifeboat")
+
+// actionKey names one lifecycle action of one instance (a hook's actions
+// are told apart by instance when they have no token).
+func actionKey(instanceID string, a event.LifecycleAction) string {
+	return instanceID + " " + a.Key()
+}
+
+// Heartbeat records one heartbeat, unless this Client completed the action
+// (errCompleted).
 func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.LifecycleAction) error {
 	if c.dryRun {
 		return nil
@@ -138,6 +158,11 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 	if a.Token != "" {
 		in.LifecycleActionToken = aws.String(a.Token)
 	}
+	ended, release := c.turns.take(actionKey(instanceID, a))
+	defer release()
+	if ended {
+		return errCompleted
+	}
 	if _, err := c.api.RecordLifecycleActionHeartbeat(ctx, in); err != nil {
 		return fmt.Errorf("recording lifecycle heartbeat for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
 	}
@@ -145,7 +170,9 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 }
 
 // KeepAlive records a heartbeat at once and then every interval until ctx
-// ends, the action is gone (lifecycle.ErrNoActiveAction) or until is reached (nil).
+// ends, the action is gone (lifecycle.ErrNoActiveAction), this Client
+// completed it or until is reached (nil). A heartbeat is never sent while
+// the Client completes the same action (see turns).
 // beat, if not nil, is told the outcome of each heartbeat: nil for a
 // recorded one, the error for a failed one (not for lifecycle.ErrNoActiveAction,
 // which ends KeepAlive).
@@ -179,7 +206,7 @@ func (c *Client) KeepAlive(ctx context.Context, instanceID string, a event.Lifec
 			}
 		case errors.Is(err, lifecycle.ErrNoActiveAction):
 			return err
-		case ctx.Err() != nil:
+		case errors.Is(err, errCompleted), ctx.Err() != nil:
 			return nil
 		default:
 			if retry == 0 {

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -172,8 +173,8 @@ func TestRolloutUnderLoad(t *testing.T) {
 	}))
 	act, _ := launchAction(warm)
 	if act.CompletedBy != awssim.CompletedByAPI || act.Result != "CONTINUE" || act.Completions != 1 || act.Rejected != 0 {
-		t.Errorf("launch action ended by %s with %q: %d completions, %d rejected calls; want one CompleteLifecycleAction CONTINUE",
-			act.CompletedBy, act.Result, act.Completions, act.Rejected)
+		t.Errorf("launch action ended by %s with %q: %d completions, %d rejected calls; want one CompleteLifecycleAction CONTINUE; the calls that named it:\n%s",
+			act.CompletedBy, act.Result, act.Completions, act.Rejected, callsNaming(launch.Token, warm, map[string]*proxy{"a": a.as, "b": b.as, "a sqs": a.sqs, "b sqs": b.sqs}))
 	}
 	completions := 0
 	for _, c := range append(okCalls(a.as, "CompleteLifecycleAction"), okCalls(b.as, "CompleteLifecycleAction")...) {
@@ -228,4 +229,30 @@ func podTerminating(ctx context.Context, ns, name string) bool {
 func podExists(ctx context.Context, ns, name string) bool {
 	_, err := kube.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	return err == nil
+}
+
+// callsNaming lists, in the order they arrived, the AWS calls of each
+// proxy whose request or answer names the token, or whose request names
+// the instance: which replica sent
+// what, when, and how it was answered.
+func callsNaming(token, instanceID string, proxies map[string]*proxy) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var lines []line
+	for who, p := range proxies {
+		for _, c := range p.snapshot() {
+			if !strings.Contains(string(c.reqBody)+string(c.respBody), token) && !strings.Contains(string(c.reqBody), instanceID) {
+				continue
+			}
+			lines = append(lines, line{c.at, fmt.Sprintf("%s %s %s %d (answered after %v)", c.at.Format("15:04:05.000"), who, c.action, c.status, c.answered.Sub(c.at).Round(time.Millisecond))})
+		}
+	}
+	slices.SortFunc(lines, func(x, y line) int { return x.at.Compare(y.at) })
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
 }
