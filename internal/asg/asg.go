@@ -47,7 +47,7 @@ type Client struct {
 	mu    sync.Mutex
 	hooks map[string]lifecycle.Hook
 	owned map[string]bool
-	turns *turns // one call at a time per action
+	done  *completions // the actions this Client completed
 }
 
 // Options configure a Client.
@@ -62,7 +62,7 @@ type Options struct {
 // New returns a Client.
 func New(api autoscalingAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Client {
 	return &Client{api: api, clock: clk, log: log, dryRun: o.DryRun, clusterName: o.ClusterName,
-		managed: o.Managed, hooks: map[string]lifecycle.Hook{}, owned: map[string]bool{}, turns: newTurns()}
+		managed: o.Managed, hooks: map[string]lifecycle.Hook{}, owned: map[string]bool{}, done: newCompletions()}
 }
 
 // Hook returns a hook's timeouts (cached after the first read).
@@ -119,15 +119,12 @@ func (c *Client) Complete(ctx context.Context, instanceID string, a event.Lifecy
 	if a.Token != "" {
 		in.LifecycleActionToken = aws.String(a.Token)
 	}
-	key := actionKey(instanceID, a)
-	_, release := c.turns.take(key)
-	defer release()
 	_, err := c.api.CompleteLifecycleAction(ctx, in)
-	if a.Token != "" && (err == nil || errors.Is(classify(err), lifecycle.ErrNoActiveAction)) {
+	if a.Token != "" && err == nil {
 		// Only a token names one action for good: a hook's next action on
 		// the same instance (back from the warm pool) has a new one, and
-		// a tokenless one must not find this one ended.
-		c.turns.end(key, c.clock.Now())
+		// a tokenless one must not find this one completed.
+		c.done.add(actionKey(instanceID, a), c.clock.Now())
 	}
 	if err != nil {
 		return fmt.Errorf("completing lifecycle action for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
@@ -158,21 +155,24 @@ func (c *Client) Heartbeat(ctx context.Context, instanceID string, a event.Lifec
 	if a.Token != "" {
 		in.LifecycleActionToken = aws.String(a.Token)
 	}
-	ended, release := c.turns.take(actionKey(instanceID, a))
-	defer release()
-	if ended {
+	key := actionKey(instanceID, a)
+	if c.done.completed(key) {
 		return errCompleted
 	}
 	if _, err := c.api.RecordLifecycleActionHeartbeat(ctx, in); err != nil {
-		return fmt.Errorf("recording lifecycle heartbeat for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, classify(err))
+		err = classify(err)
+		if errors.Is(err, lifecycle.ErrNoActiveAction) && c.done.completed(key) {
+			return errCompleted // sent while this Client completed it
+		}
+		return fmt.Errorf("recording lifecycle heartbeat for %s (%s/%s): %w", instanceID, a.GroupName, a.HookName, err)
 	}
 	return nil
 }
 
 // KeepAlive records a heartbeat at once and then every interval until ctx
 // ends, the action is gone (lifecycle.ErrNoActiveAction), this Client
-// completed it or until is reached (nil). A heartbeat is never sent while
-// the Client completes the same action (see turns).
+// completed it or until is reached (nil). No heartbeat is sent after this
+// Client completed the action (see completions).
 // beat, if not nil, is told the outcome of each heartbeat: nil for a
 // recorded one, the error for a failed one (not for lifecycle.ErrNoActiveAction,
 // which ends KeepAlive).
