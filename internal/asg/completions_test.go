@@ -63,17 +63,22 @@ func (f *actionAPI) beats() int {
 	return f.heartbeats
 }
 
-// keepAlive starts KeepAlive on a (every minute) and waits for its first
-// heartbeat and its wait for the next.
-func keepAlive(t *testing.T, c *Client, clk *clocktesting.FakeClock, api *actionAPI, a event.LifecycleAction) <-chan error {
+// keepAlive starts a Client on a new actionAPI and KeepAlive on the
+// action with token (every minute), and waits for its first heartbeat and
+// its wait for the next.
+func keepAlive(t *testing.T, token string) (*Client, *clocktesting.FakeClock, *actionAPI, event.LifecycleAction, <-chan error) {
 	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	api := newActionAPI()
+	c := New(api, clk, discard, Options{})
+	a := event.LifecycleAction{GroupName: "g", HookName: "h", Token: token}
 	done := make(chan error, 1)
 	go func() {
 		done <- c.KeepAlive(context.Background(), "i-1234abcd", a, every(time.Minute), time.Time{}, nil)
 	}()
 	waitHeartbeats(t, &api.fakeAPI, 1)
 	waitTimer(t, clk)
-	return done
+	return c, clk, api, a, done
 }
 
 func ended(t *testing.T, done <-chan error) error {
@@ -92,11 +97,7 @@ func ended(t *testing.T, done <-chan error) error {
 // Client completed an action with a token, no heartbeat is sent and
 // KeepAlive ends without reporting the action gone.
 func TestNoHeartbeatAfterCompletion(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	api := newActionAPI()
-	c := New(api, clk, discard, Options{})
-	a := event.LifecycleAction{GroupName: "g", HookName: "h", Token: "tok-1"}
-	done := keepAlive(t, c, clk, api, a)
+	c, clk, api, a, done := keepAlive(t, "tok-1")
 
 	completed := make(chan error, 1)
 	go func() { completed <- c.Complete(context.Background(), "i-1234abcd", a, lifecycle.Continue) }()
@@ -120,11 +121,7 @@ func TestNoHeartbeatAfterCompletion(t *testing.T) {
 // A heartbeat sent just before the completion and answered after it ("No
 // active Lifecycle Action found") ends KeepAlive as completed, not gone.
 func TestHeartbeatCrossingTheCompletion(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	api := newActionAPI()
-	c := New(api, clk, discard, Options{})
-	a := event.LifecycleAction{GroupName: "g", HookName: "h", Token: "tok-1"}
-	done := keepAlive(t, c, clk, api, a)
+	c, clk, api, a, done := keepAlive(t, "tok-1")
 
 	api.mu.Lock()
 	api.beatEntered, api.beatRelease = make(chan struct{}), make(chan struct{})
@@ -145,11 +142,7 @@ func TestHeartbeatCrossingTheCompletion(t *testing.T) {
 // hook's next action on the instance shares: its completion is not
 // remembered, and a later heartbeat finds the action gone as before.
 func TestTokenlessCompletionNotRemembered(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	api := newActionAPI()
-	c := New(api, clk, discard, Options{})
-	a := event.LifecycleAction{GroupName: "g", HookName: "h"}
-	done := keepAlive(t, c, clk, api, a)
+	c, clk, api, a, done := keepAlive(t, "")
 	close(api.completeRelease)
 	if err := c.Complete(context.Background(), "i-1234abcd", a, lifecycle.Continue); err != nil {
 		t.Fatal(err)

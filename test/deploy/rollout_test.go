@@ -238,8 +238,7 @@ func podExists(ctx context.Context, ns, name string) bool {
 
 // callsNaming lists, in the order they arrived, the AWS calls of each
 // proxy whose request or answer names the token, or whose request names
-// the instance: which replica sent
-// what, when, and how it was answered.
+// the instance: which replica sent what, when, and how it was answered.
 func callsNaming(token, instanceID string, proxies map[string]*proxy) string {
 	type line struct {
 		at   time.Time
