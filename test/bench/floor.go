@@ -38,6 +38,24 @@ type Floor struct {
 	APF map[string]float64 `json:"apiserver_apf,omitempty"`
 	// CPU is Result.CPU over the floor run (first request to last pod gone).
 	CPU map[string]float64 `json:"cpu_s_by_process,omitempty"`
+	// Pipeline is the whole spot-queued job done by a bare client, with
+	// moto's delivery sharing the cores (nil: not run).
+	Pipeline *PipelineFloor `json:"pipeline,omitempty"`
+}
+
+// PipelineFloor is what a bare client took to do a spot-queued burst's
+// whole job on its own fresh nodes and queue (runPipelineFloor): receive
+// every notice, cordon each node as its notice arrives, evict its pods,
+// delete its message. Unlike Floor's times, moto's delivery, the cordons
+// and the evictions share the cores, as in lifeboat's burst. Seconds from
+// the first receive: AllReceived when the last message came, AllCordoned
+// and AllGone as Floor's, AllDeleted when the last message was deleted.
+type PipelineFloor struct {
+	AllReceived float64            `json:"all_received_s"`
+	AllCordoned float64            `json:"all_cordoned_s"`
+	AllGone     float64            `json:"all_pods_gone_s"`
+	AllDeleted  float64            `json:"all_deleted_s"`
+	CPU         map[string]float64 `json:"cpu_s_by_process,omitempty"`
 }
 
 // VsFloor is lifeboat's time as a multiple of the floor's: all cordoned
@@ -50,6 +68,10 @@ type VsFloor struct {
 	Cordoned          float64 `json:"all_cordoned"`
 	Drained           float64 `json:"all_drained"`
 	CordonedWithQueue float64 `json:"all_cordoned_with_queue,omitempty"`
+	// CordonedPipeline and DrainedPipeline are all cordoned and all
+	// drained against Floor.Pipeline's (0: not run).
+	CordonedPipeline float64 `json:"all_cordoned_pipeline,omitempty"`
+	DrainedPipeline  float64 `json:"all_drained_pipeline,omitempty"`
 }
 
 // compare fills r.VsFloor from r's totals and r.Floor.
@@ -67,6 +89,9 @@ func (r *Result) compare() {
 	r.VsFloor = &VsFloor{Cordoned: ratio(r.AllCordoned, r.Floor.AllCordoned), Drained: ratio(r.AllDrained, r.Floor.AllGone)}
 	if r.Floor.AllReceived > 0 {
 		r.VsFloor.CordonedWithQueue = ratio(r.AllCordoned, max(r.Floor.AllCordoned, r.Floor.AllReceived))
+	}
+	if p := r.Floor.Pipeline; p != nil {
+		r.VsFloor.CordonedPipeline, r.VsFloor.DrainedPipeline = ratio(r.AllCordoned, p.AllCordoned), ratio(r.AllDrained, p.AllGone)
 	}
 }
 
@@ -88,6 +113,16 @@ func (r *Result) floorTable() string {
 			fmt.Fprintf(&b, "lifeboat / bare client: all cordoned %.2f x, all drained %.2f x (pods gone)\n", v.Cordoned, v.Drained)
 			if v.CordonedWithQueue > 0 {
 				fmt.Fprintf(&b, "lifeboat / the longer of the bare client's cordons and moto's delivery: all cordoned %.2f x\n", v.CordonedWithQueue)
+			}
+		}
+		if p := f.Pipeline; p != nil {
+			fmt.Fprintf(&b, "bare client doing the whole job (receive, cordon, evict, delete; moto sharing the cores): all received %.2f s, all cordoned %.2f s, all pods gone %.2f s, all messages deleted %.2f s\n",
+				p.AllReceived, p.AllCordoned, p.AllGone, p.AllDeleted)
+			if v := r.VsFloor; v != nil && v.CordonedPipeline > 0 {
+				fmt.Fprintf(&b, "lifeboat / the bare client doing the whole job: all cordoned %.2f x, all drained %.2f x\n", v.CordonedPipeline, v.DrainedPipeline)
+			}
+			if len(p.CPU) > 0 {
+				fmt.Fprintf(&b, "bare client doing the whole job: CPU seconds, by process: %s\n", cpuLine(p.CPU))
 			}
 		}
 		if l := apfLine(f.APF); l != "" {

@@ -60,71 +60,11 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, motoEndpoint 
 			_ = env.DeleteNode(ctx, name)
 		}
 	}()
-	cfg := rest.CopyConfig(benchIdentity(ctx, b, env).config) // lifeboat's
-	cfg.QPS = -1                                              // no client-side rate limiter
-	cfg.RateLimiter = nil
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if len(pods.Items) != n*podsPer {
-		b.Fatalf("floor: %d pods in %s, want %d", len(pods.Items), ns, n*podsPer)
-	}
+	client, pods := floorClient(ctx, b, env, ns, n*podsPer)
 
-	// A node watch sees the cordons land, as the harness's sees
-	// lifeboat's; a pod watch on the namespace sees kwok delete the
-	// evicted pods.
-	mine := map[string]bool{}
-	for _, name := range f.names {
-		mine[name] = true
-	}
-	var mu sync.Mutex
-	unseen := len(f.names)
-	var lastCordon time.Time
-	seen := func(obj any) {
-		node, ok := obj.(*corev1.Node)
-		if !ok || !node.Spec.Unschedulable {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if mine[node.Name] {
-			delete(mine, node.Name)
-			unseen--
-			lastCordon = time.Now()
-		}
-	}
-	left := len(pods.Items)
-	var lastGone time.Time
-	allGone := make(chan struct{})
-	factory := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().Pods().Informer()
-	nodeInf := informers.NewSharedInformerFactory(env.Client, 0).Core().V1().Nodes().Informer()
-	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
-		mu.Lock()
-		defer mu.Unlock()
-		left--
-		if left == 0 {
-			lastGone = time.Now()
-			close(allGone)
-		}
-	}}); err != nil {
-		b.Fatal(err)
-	}
-	ictx, stop := context.WithCancel(ctx)
+	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go inf.RunWithContext(ictx)
-	go nodeInf.RunWithContext(ictx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodeInf.HasSynced) {
-		b.Fatal("floor: pod informer did not sync")
-	}
+	w := watchFloor(wctx, b, env, ns, f.names, len(pods.Items))
 	countersBefore := readAPICounters(ctx, b, env)
 	pids := burstProcesses(env, nil, nil)
 	cpuBefore := cpuNow(pids)
@@ -150,40 +90,135 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, motoEndpoint 
 		return time.Since(t0)
 	}
 	cordoned := each(n, func(ctx context.Context, j int) error {
-		_, err := client.CoreV1().Nodes().Patch(ctx, f.names[j], types.StrategicMergePatchType, []byte(floorCordonPatch), metav1.PatchOptions{})
-		return err
+		return floorCordon(ctx, client, f.names[j])
 	})
 	evicted := each(len(pods.Items), func(ctx context.Context, j int) error {
-		p := &pods.Items[j]
-		// The grace period lifeboat asks for: never below 1 s (0 would be a
-		// force deletion; internal/drain's minGrace), so the harness's
-		// pods (their own grace 0) take the same second to go in both.
-		return client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns},
-			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &floorGrace}})
+		return floorEvict(ctx, client, ns, pods.Items[j].Name)
 	})
-	select {
-	case <-allGone:
-	case <-time.After(10 * time.Minute):
-		mu.Lock()
-		still := left
-		mu.Unlock()
-		b.Fatalf("floor: %d of %d evicted pods still there after 10 minutes", still, len(pods.Items))
-	}
+	w.waitGone(b, 10*time.Minute)
 	cpu := cpuSince(cpuBefore, pids)
 	countersAfter := readAPICounters(ctx, b, env)
-	mu.Lock()
-	gone := lastGone.Sub(t0)
-	notCordoned, cordonSeen := unseen, lastCordon.Sub(t0)
-	mu.Unlock()
-	if notCordoned > 0 {
-		b.Fatalf("floor: the node watch saw %d of %d nodes never cordoned", notCordoned, n)
-	}
+	gone, cordonSeen := w.times(b, t0)
 	received := receiveFloor(ctx, b, motoEndpoint, i, n)
 	return &Floor{Nodes: n, Pods: len(pods.Items), Concurrency: floorConcurrency, Namespace: ns,
 		AllReceived: received, Receivers: receiveFloorPollers,
-		AllCordoned: cordonSeen.Seconds(), CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone.Seconds(),
+		AllCordoned: cordonSeen, CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone,
 		APIRequests: Diff(countersBefore.Requests, countersAfter.Requests), StorageReads: Diff(countersBefore.Storage, countersAfter.Storage),
 		APF: Diff(countersBefore.APF, countersAfter.APF), CPU: cpu}
+}
+
+// floorClient returns a client with lifeboat's identity and no client-side
+// rate limit, and the pods of namespace ns, failing unless there are want.
+func floorClient(ctx context.Context, b *testing.B, env *testenv.Env, ns string, want int) (*kubernetes.Clientset, *corev1.PodList) {
+	cfg := rest.CopyConfig(benchIdentity(ctx, b, env).config) // lifeboat's
+	cfg.QPS = -1                                              // no client-side rate limiter
+	cfg.RateLimiter = nil
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(pods.Items) != want {
+		b.Fatalf("floor: %d pods in %s, want %d", len(pods.Items), ns, want)
+	}
+	return client, pods
+}
+
+// floorCordon sends lifeboat's cordon of a Spot notice's node.
+func floorCordon(ctx context.Context, client *kubernetes.Clientset, node string) error {
+	_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(floorCordonPatch), metav1.PatchOptions{})
+	return err
+}
+
+// floorEvict evicts a pod with the grace period lifeboat asks for: never
+// below 1 s (0 would be a force deletion; internal/drain's minGrace), so
+// the harness's pods (their own grace 0) take the same second to go in
+// both.
+func floorEvict(ctx context.Context, client *kubernetes.Clientset, ns, pod string) error {
+	return client.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns},
+		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &floorGrace}})
+}
+
+// floorWatch sees a floor's work land: a node watch the cordons of its
+// nodes (as the harness's sees lifeboat's), a pod watch on its namespace
+// kwok deleting the evicted pods.
+type floorWatch struct {
+	mu         sync.Mutex
+	mine       map[string]bool // nodes not yet seen cordoned
+	lastCordon time.Time
+	left       int // pods not yet seen deleted
+	lastGone   time.Time
+	allGone    chan struct{}
+}
+
+// watchFloor starts watching until ctx ends, for nodes names and the pods
+// of namespace ns (pods of them), and returns once both caches synced.
+func watchFloor(ctx context.Context, b *testing.B, env *testenv.Env, ns string, names []string, pods int) *floorWatch {
+	w := &floorWatch{mine: map[string]bool{}, left: pods, allGone: make(chan struct{})}
+	for _, name := range names {
+		w.mine[name] = true
+	}
+	seen := func(obj any) {
+		node, ok := obj.(*corev1.Node)
+		if !ok || !node.Spec.Unschedulable {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.mine[node.Name] {
+			delete(w.mine, node.Name)
+			w.lastCordon = time.Now()
+		}
+	}
+	inf := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns)).Core().V1().Pods().Informer()
+	nodeInf := informers.NewSharedInformerFactory(env.Client, 0).Core().V1().Nodes().Informer()
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.left--
+		if w.left == 0 {
+			w.lastGone = time.Now()
+			close(w.allGone)
+		}
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	go inf.RunWithContext(ctx)
+	go nodeInf.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, nodeInf.HasSynced) {
+		b.Fatal("floor: the node and pod informers did not sync")
+	}
+	return w
+}
+
+// waitGone waits until every watched pod is deleted, failing the
+// benchmark after within.
+func (w *floorWatch) waitGone(b *testing.B, within time.Duration) {
+	select {
+	case <-w.allGone:
+	case <-time.After(within):
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		b.Fatalf("floor: %d evicted pods still there after %v", w.left, within)
+	}
+}
+
+// times returns the seconds from t0 to the last pod's deletion and to the
+// last node's cordon, failing the benchmark if a node was never seen
+// cordoned.
+func (w *floorWatch) times(b *testing.B, t0 time.Time) (gone, cordoned float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.mine) > 0 {
+		b.Fatalf("floor: the node watch saw %d nodes never cordoned", len(w.mine))
+	}
+	return w.lastGone.Sub(t0).Seconds(), w.lastCordon.Sub(t0).Seconds()
 }
 
 // watchReceived polls lifeboat's lifeboat_events_received_total every

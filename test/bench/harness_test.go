@@ -66,7 +66,10 @@ const (
 // gives lifeboat's times as multiples of it (LIFEBOAT_BENCH_FLOOR=0 skips
 // it). The floor also times moto handing as many notices to a bare SQS
 // receiver (receiveFloor): no cordon comes before its message, so the
-// report also gives all cordoned against the longer of the two. For the
+// report also gives all cordoned against the longer of the two. For
+// spot-queued it then times a bare client doing the whole job with moto
+// sharing the cores (runPipelineFloor; LIFEBOAT_BENCH_PIPELINE_FLOOR=0
+// skips it), and gives lifeboat's times against that too. For the
 // Spot kinds it also records when lifeboat had received every message. LIFEBOAT_BENCH_PROFILE=S runs a build with -tags pprof and
 // writes an S-second CPU profile of lifeboat from the burst's start next to
 // the report (<base>.cpu.pprof), and its heap profile at the highest RSS
@@ -160,6 +163,12 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 			floor = runFloor(ctx, b, env, moto.Endpoint, i, n, podsPer, apiProfileSeconds, filepath.Join(outDir, baseName+".floor.apiserver.pprof"))
 			fmt.Printf("floor: %d nodes cordoned in %.2f s, %d pods evicted in %.2f s, gone in %.2f s; moto handed a bare receiver %d messages in %.2f s (printed at once: a run that dies keeps it)\n",
 				floor.Nodes, floor.AllCordoned, floor.Pods, floor.AllEvicted, floor.AllGone, floor.Nodes, floor.AllReceived)
+			if kind == kindSpotQueued && os.Getenv("LIFEBOAT_BENCH_PIPELINE_FLOOR") != "0" {
+				p := runPipelineFloor(ctx, b, env, moto, i, n, podsPer)
+				floor.Pipeline = p
+				fmt.Printf("floor, the whole job (moto sharing the cores): %d messages received in %.2f s, nodes cordoned in %.2f s, pods gone in %.2f s, messages deleted in %.2f s\n",
+					n, p.AllReceived, p.AllCordoned, p.AllGone, p.AllDeleted)
+			}
 		}
 		stack, err := testenv.CreateQueueStack(ctx, moto.Endpoint, fmt.Sprintf("harness%d", i))
 		if err != nil {
@@ -490,6 +499,10 @@ func BenchmarkInterruptionBurst(b *testing.B) {
 		if res.VsFloor != nil {
 			b.ReportMetric(res.VsFloor.Cordoned, "cordoned_vs_floor_x")
 			b.ReportMetric(res.VsFloor.Drained, "drained_vs_floor_x")
+			if res.VsFloor.CordonedPipeline > 0 {
+				b.ReportMetric(res.VsFloor.CordonedPipeline, "cordoned_vs_pipeline_floor_x")
+				b.ReportMetric(res.VsFloor.DrainedPipeline, "drained_vs_pipeline_floor_x")
+			}
 			if res.VsFloor.CordonedWithQueue > 0 {
 				b.ReportMetric(res.VsFloor.CordonedWithQueue, "cordoned_vs_floor_with_queue_x")
 			}

@@ -223,13 +223,28 @@ func TestReportFloor(t *testing.T) {
 			"lifeboat / the longer of the bare client's cordons and moto's delivery: all cordoned 2.00 x",
 		},
 	}, {
+		name: "the whole job's floor measured: the times against it too",
+		res: Result{Nodes: 2, PodsPerNode: 1,
+			Floor: &Floor{Nodes: 2, Pods: 2, Concurrency: 32, AllCordoned: 0.5, AllEvicted: 1, AllGone: 2,
+				Pipeline: &PipelineFloor{AllReceived: 0.75, AllCordoned: 1.25, AllGone: 2.5, AllDeleted: 2.25, CPU: map[string]float64{"moto": 0.5}}},
+			PerNode: []NodeTimes{
+				{Name: "a", Sent: 0, Cordoned: 1, Drained: 2},
+				{Name: "b", Sent: 0, Cordoned: 2.5, Drained: 3.75},
+			}},
+		want: &VsFloor{Cordoned: 5, Drained: 1.875, CordonedPipeline: 2, DrainedPipeline: 1.5},
+		table: []string{
+			"bare client doing the whole job (receive, cordon, evict, delete; moto sharing the cores): all received 0.75 s, all cordoned 1.25 s, all pods gone 2.50 s, all messages deleted 2.25 s",
+			"lifeboat / the bare client doing the whole job: all cordoned 2.00 x, all drained 1.50 x",
+			"bare client doing the whole job: CPU seconds, by process: moto 0.5, total 0.5",
+		},
+	}, {
 		name: "lifeboat drained nothing: no drain ratio",
 		res: Result{Nodes: 1, PodsPerNode: 1,
 			Floor:   &Floor{Nodes: 1, Pods: 1, Concurrency: 32, AllCordoned: 0.25, AllEvicted: 0.5, AllGone: 1},
 			PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: -1}}},
 		want:  &VsFloor{Cordoned: 2, Drained: 0},
 		table: []string{"all cordoned 2.00 x, all drained 0.00 x"},
-		not:   []string{"lifeboat received", "bare SQS client", "moto's delivery"},
+		not:   []string{"lifeboat received", "bare SQS client", "moto's delivery", "the whole job"},
 	}, {
 		name:  "no floor",
 		res:   Result{Nodes: 1, PodsPerNode: 1, PerNode: []NodeTimes{{Name: "a", Sent: 0, Cordoned: 0.5, Drained: 1}}},
