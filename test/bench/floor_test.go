@@ -53,14 +53,8 @@ var floorGrace int64 = 1
 // With profileSeconds > 0 it writes a CPU profile of the API server over
 // that many seconds from its first request to profilePath.
 func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, motoEndpoint string, i, n, podsPer, profileSeconds int, profilePath string) *Floor {
-	ns := env.Namespace(b)
-	f := plainFleet(ctx, b, env, ns, fmt.Sprintf("floor-%d", i), n, podsPer)
-	defer func() {
-		for _, name := range f.names {
-			_ = env.DeleteNode(ctx, name)
-		}
-	}()
-	client, pods := floorClient(ctx, b, env, ns, n*podsPer)
+	ns, f, client, pods := floorFleet(ctx, b, env, fmt.Sprintf("floor-%d", i), n, podsPer)
+	defer f.deleteNodes(ctx, env)
 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -105,6 +99,23 @@ func runFloor(ctx context.Context, b *testing.B, env *testenv.Env, motoEndpoint 
 		AllCordoned: cordonSeen, CordonsAnswered: cordoned.Seconds(), AllEvicted: evicted.Seconds(), AllGone: gone,
 		APIRequests: Diff(countersBefore.Requests, countersAfter.Requests), StorageReads: Diff(countersBefore.Storage, countersAfter.Storage),
 		APF: Diff(countersBefore.APF, countersAfter.APF), CPU: cpu}
+}
+
+// floorFleet creates a floor's fresh fleet of n nodes (named after
+// prefix) with podsPer pods each, in a namespace of its own, and returns
+// the namespace, the fleet, a client as floorClient's and the pods.
+func floorFleet(ctx context.Context, b *testing.B, env *testenv.Env, prefix string, n, podsPer int) (string, *fleet, *kubernetes.Clientset, *corev1.PodList) {
+	ns := env.Namespace(b)
+	f := plainFleet(ctx, b, env, ns, prefix, n, podsPer)
+	client, pods := floorClient(ctx, b, env, ns, n*podsPer)
+	return ns, f, client, pods
+}
+
+// deleteNodes deletes the fleet's nodes, ignoring errors.
+func (f *fleet) deleteNodes(ctx context.Context, env *testenv.Env) {
+	for _, name := range f.names {
+		_ = env.DeleteNode(ctx, name)
+	}
 }
 
 // floorClient returns a client with lifeboat's identity and no client-side

@@ -30,14 +30,8 @@ import (
 // once, a cordon before any eviction whenever one is waiting. Times are
 // seconds from the first receive.
 func runPipelineFloor(ctx context.Context, b *testing.B, env *testenv.Env, moto *testenv.Moto, i, n, podsPer int) *PipelineFloor {
-	ns := env.Namespace(b)
-	f := plainFleet(ctx, b, env, ns, fmt.Sprintf("pipe-%d", i), n, podsPer)
-	defer func() {
-		for _, name := range f.names {
-			_ = env.DeleteNode(ctx, name)
-		}
-	}()
-	client, pods := floorClient(ctx, b, env, ns, n*podsPer)
+	ns, f, client, pods := floorFleet(ctx, b, env, fmt.Sprintf("pipe-%d", i), n, podsPer)
+	defer f.deleteNodes(ctx, env)
 	nodeOf := make(map[string]string, n) // instance ID -> node
 	for j, id := range f.ids {
 		nodeOf[id] = f.names[j]
