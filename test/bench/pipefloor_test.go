@@ -55,7 +55,7 @@ func runPipelineFloor(ctx context.Context, b *testing.B, env *testenv.Env, moto 
 		sqs:     sqs.NewFromConfig(testenv.MotoAWSConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(moto.Endpoint) }),
 		queue:   stack.QueueURL,
 		cordons: make(chan pipeJob, n), evictions: make(chan pipeJob, n*podsPer), acks: make(chan string, n),
-		evicting: make(map[string]int, n), failed: make(chan error, 1)}
+		seen: make(map[string]bool, n), evicting: make(map[string]int, n), failed: make(chan error, 1)}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	t0 := time.Now()
@@ -106,9 +106,9 @@ type pipeline struct {
 	failed             chan error  // the first error
 
 	mu         sync.Mutex
-	seen       int            // messages received
-	receivedAt time.Time      // when the last message came
-	evicting   map[string]int // node -> evictions not yet answered
+	seen       map[string]bool // IDs of the messages received
+	receivedAt time.Time       // when the last message came
+	evicting   map[string]int  // node -> evictions not yet answered
 }
 
 func (p *pipeline) fail(err error) {
@@ -123,14 +123,12 @@ func (p *pipeline) fail(err error) {
 func (p *pipeline) receive(ctx context.Context, n int, nodeOf map[string]string) {
 	for {
 		p.mu.Lock()
-		done := p.seen >= n
+		done := len(p.seen) >= n
 		p.mu.Unlock()
 		if done || ctx.Err() != nil {
 			return
 		}
-		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(p.queue), MaxNumberOfMessages: 10,
-			WaitTimeSeconds: 1, VisibilityTimeout: 600,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSentTimestamp}})
+		out, err := p.sqs.ReceiveMessage(ctx, floorReceive(p.queue))
 		if err != nil {
 			if ctx.Err() == nil {
 				p.fail(fmt.Errorf("receiving: %w", err))
@@ -152,13 +150,18 @@ func (p *pipeline) receive(ctx context.Context, n int, nodeOf map[string]string)
 				p.fail(fmt.Errorf("message %s names instance %q, not one of the floor's", aws.ToString(m.MessageId), notice.Detail.InstanceID))
 				return
 			}
+			// A standard queue delivers at least once: a message received
+			// again is not worked on again (its pods are evicted already).
 			p.mu.Lock()
-			p.seen++
-			if p.seen == n {
+			again := p.seen[aws.ToString(m.MessageId)]
+			p.seen[aws.ToString(m.MessageId)] = true
+			if !again && len(p.seen) == n {
 				p.receivedAt = time.Now()
 			}
 			p.mu.Unlock()
-			p.cordons <- pipeJob{node: node, handle: aws.ToString(m.ReceiptHandle)}
+			if !again {
+				p.cordons <- pipeJob{node: node, handle: aws.ToString(m.ReceiptHandle)}
+			}
 		}
 	}
 }
