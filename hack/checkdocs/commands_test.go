@@ -176,8 +176,8 @@ var verdicts = map[string]verdict{
 	"lifeboat check --output json --queue-url … --cluster-name …": {in: aws, says: `"checks"`},
 
 	// docs/reliability.md
-	"make lint":              {why: whyPrerequisite},
-	"make fuzz FUZZTIME=30s": {why: "CI runs it after `make test` (.ci/run); it takes a minute"},
+	"make lint": {why: whyPrerequisite},
+	"make fuzz": {why: "CI runs it after `make test` (.ci/run); it takes a minute"},
 	"lifeboat run --mode imds --out-of-service-taint": {in: imdsPod, exit: 2, says: "--out-of-service-taint is refused with --mode imds"},
 
 	// docs/replay.md
