@@ -87,7 +87,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 type app struct {
 	cfg        config.Config
 	log        *slog.Logger
-	clock      clock.WithTicker
+	clock      clock.WithTickerAndDelayedExecution
 	registry   *prometheus.Registry
 	metrics    *metrics.Metrics
 	fence      *writeFence

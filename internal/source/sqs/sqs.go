@@ -10,13 +10,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/utils/clock"
 )
@@ -42,9 +40,7 @@ const (
 	// (see receiveLoop), so it also bounds how long a stop (or a deposed
 	// leader's exit) takes; 5 s instead of SQS's 20 s costs four times the
 	// idle receives (4 receivers: ~2 million requests, ~0.8 USD a month).
-	longPoll = 5 * time.Second
-	// receiveSlack bounds a receive beyond its long poll (a slow answer).
-	receiveSlack  = 3 * time.Second
+	longPoll      = 5 * time.Second
 	maxVisibility = 12 * time.Hour
 	// DefaultVisibility is a received message's visibility when Options
 	// leave it unset (--visibility-timeout's default). The message's work
@@ -107,7 +103,7 @@ type Options struct {
 // Source is the SQS event source.
 type Source struct {
 	api   sqsAPI
-	clock clock.WithTicker
+	clock clock.WithTickerAndDelayedExecution
 	log   *slog.Logger
 	o     Options
 
@@ -138,7 +134,7 @@ type inFlight struct {
 }
 
 // New returns a Source.
-func New(api sqsAPI, clk clock.WithTicker, log *slog.Logger, o Options) *Source {
+func New(api sqsAPI, clk clock.WithTickerAndDelayedExecution, log *slog.Logger, o Options) *Source {
 	if o.Workers < 1 {
 		o.Workers = 10
 	}
@@ -209,98 +205,6 @@ func (s *Source) Run(ctx context.Context, handle func(context.Context, Message))
 
 // handBackTimeout bounds handing messages back on the way out.
 const handBackTimeout = 5 * time.Second
-
-// receiveLoop long-polls the queue and hands messages to the workers until
-// ctx ends. Several run at once: one receive returns at most ten messages,
-// and a burst of interruptions must not queue behind one poller.
-func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
-	backoff := time.Second
-	for ctx.Err() == nil {
-		// A long poll already sent is let finish, never abandoned: SQS
-		// may still hand an abandoned poll the messages that become
-		// visible while it waits, including those handed back on the way
-		// out, and they would stay hidden for a whole visibility timeout
-		// (TestHoldReleaseAck caught it). What it receives after the stop
-		// is handed back with the rest. So a stop waits up to one long poll (5 s).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), longPoll+receiveSlack)
-		msgs, err := s.receive(rctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			s.o.OnReceiveError(err)
-			s.log.Warn("receiving from queue failed", "error", err.Error(), "backoff", backoff)
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.clock.After(backoff):
-			}
-			backoff = min(2*backoff, time.Minute)
-			continue
-		}
-		backoff = time.Second
-		s.o.OnReceive()
-		if ctx.Err() != nil {
-			return // stopped during the poll: handed back, not worked on
-		}
-		for _, m := range msgs {
-			select {
-			case work <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-func (s *Source) receive(ctx context.Context) ([]Message, error) {
-	sent := s.clock.Now()
-	out, err := s.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(s.o.QueueURL),
-		MaxNumberOfMessages:         maxMessages,
-		WaitTimeSeconds:             int32(longPoll / time.Second),
-		VisibilityTimeout:           int32(s.o.Visibility / time.Second),
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameApproximateReceiveCount},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("receiving from %s: %w", s.o.QueueURL, err)
-	}
-	now := s.clock.Now()
-	hiddenUntil := sent.Add(s.o.Visibility.Truncate(time.Second))
-	msgs := make([]Message, 0, len(out.Messages))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range out.Messages {
-		msg := Message{
-			Receipt: Receipt{MessageID: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle)},
-			Body:    []byte(aws.ToString(m.Body)),
-		}
-		if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
-			msg.SentAt = time.UnixMilli(ms)
-		}
-		msg.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-		if f, held := s.inFlight[msg.MessageID]; held {
-			// Received again while its work runs: a standard queue
-			// delivers at least once (two of moto's concurrent receives
-			// got the same message in issue 28's failover run, and both
-			// copies were worked on and deleted), or its visibility
-			// lapsed. The work is under way; only the newest receipt
-			// handle is sure to delete the message, so Ack and the
-			// extensions use it.
-			s.log.Debug("message received again while in flight", "messageID", msg.MessageID)
-			f.handle, f.hiddenUntil = msg.ReceiptHandle, hiddenUntil
-			s.inFlight[msg.MessageID] = f
-			continue
-		}
-		s.inFlight[msg.MessageID] = inFlight{handle: msg.ReceiptHandle, received: now, hiddenUntil: hiddenUntil}
-		msgs = append(msgs, msg)
-	}
-	if len(msgs) > 0 && s.o.OnHold != nil {
-		s.o.OnHold()
-	}
-	return msgs, nil
-}
 
 // Ack deletes a message whose work is done, with its newest receipt
 // handle. In dry-run nothing is deleted (the message only stops being
