@@ -100,7 +100,7 @@ func (r *Result) compare() {
 func (r *Result) floorTable() string {
 	var b strings.Builder
 	if r.AllReceived > 0 {
-		fmt.Fprintf(&b, "lifeboat received all %d messages at %.2f s (its events-received counter, polled every 0.1 s)\n", r.Nodes, r.AllReceived)
+		fmt.Fprintf(&b, "lifeboat received all %d messages at %.2f s (its events-received counter, polled every 0.1 s; a message received again counts again, so this is a lower bound)\n", r.Nodes, r.AllReceived)
 	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(&b, "bare client (%d requests at once, no rate limit; %d nodes, %d pods): all cordoned %.2f s, all evicted %.2f s, all pods gone %.2f s\n",

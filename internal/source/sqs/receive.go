@@ -12,47 +12,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// How long a receive's answer is waited for beyond its long poll.
-const (
-	// receiveSlack is the wait while the source runs. A receive given up
-	// is costly: SQS may already have handed it messages, which then stay
-	// hidden for a whole visibility timeout (30 s of a two-minute Spot
-	// notice), and the receiver backs off. Under load answers come late
-	// but they come (issue 28's 5,000-notice storm, moto on two cores:
-	// 6-12 receives a run abandoned after 3 s of slack, the last node
-	// cordoned 27 s after the 4,999th), so a slow answer is waited for;
-	// a connection that never answers is still given up on.
-	receiveSlack = 20 * time.Second
-	// stopSlack is the wait once the source stops: it bounds how long a
-	// stop (or a deposed leader's exit) takes, inside the chart's 30 s
-	// grace period with the hand-back after it (handBackTimeout).
-	stopSlack = 3 * time.Second
-)
+// receiveSlack is how long a receive's answer is waited for beyond its
+// long poll. A receive given up on may already have been handed messages,
+// which then stay hidden for a whole visibility timeout; but an answer
+// that late rarely comes: in issue 28's 5,000-notice storms (moto on two
+// cores) 0-9 receives a run went unanswered for 8 s, and with a 25 s wait
+// 1-4 a run still went unanswered for all of it, their receivers idle
+// (docs/benchmarks.md, session 25). The slack also bounds how long a stop
+// waits for the receives in flight (see receiveLoop), inside the chart's
+// 30 s grace period with the hand-back after it (handBackTimeout).
+const receiveSlack = 3 * time.Second
 
-var (
-	errNoAnswer         = errors.New("no answer " + (longPoll + receiveSlack).String() + " after the receive was sent")
-	errNoAnswerStopping = errors.New("stopping, and no answer " + (longPoll + stopSlack).String() + " after the receive was sent")
-)
+var errNoAnswer = errors.New("no answer " + (longPoll + receiveSlack).String() + " after the receive was sent")
 
 // receiveContext returns the context of one receive, sent now. The end of
 // ctx (the source's) does not cancel it: a long poll already sent is let
 // finish (see receiveLoop). It ends longPoll+receiveSlack after the send,
-// or, once ctx has ended, longPoll+stopSlack after it; its cause says
-// which. Its timers run on the source's clock.
+// on the source's clock, with errNoAnswer as its cause.
 func (s *Source) receiveContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	rctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	sent := s.clock.Now()
 	slow := s.clock.AfterFunc(longPoll+receiveSlack, func() { cancel(errNoAnswer) })
-	stopWatch := context.AfterFunc(ctx, func() {
-		left := sent.Add(longPoll + stopSlack).Sub(s.clock.Now())
-		if left <= 0 {
-			cancel(errNoAnswerStopping)
-			return
-		}
-		s.clock.AfterFunc(left, func() { cancel(errNoAnswerStopping) })
-	})
 	return rctx, func() {
-		stopWatch()
 		slow.Stop()
 		cancel(nil)
 	}
@@ -70,7 +50,7 @@ func (s *Source) receiveLoop(ctx context.Context, work chan<- Message) {
 		// out, and they would stay hidden for a whole visibility timeout
 		// (TestHoldReleaseAck caught it). What it receives after the stop
 		// is handed back with the rest. So a stop waits up to one long
-		// poll and stopSlack (receiveContext).
+		// poll and receiveSlack (receiveContext).
 		rctx, cancel := s.receiveContext(ctx)
 		msgs, err := s.receive(rctx)
 		cause := context.Cause(rctx)
