@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http/httptest"
@@ -54,7 +53,10 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 		bins = []string{bin}
 	}
 	probes := benchProbes(b, len(bins))
-	floorBin := buildIdleFloor(b, dir)
+	floorBin, err := testenv.BuildIdleFloor(b.Context(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
 	mock := testenv.StartIMDS(b, testenv.IMDSOptions{Scenario: testenv.IMDSQuiet, IMDSv2Only: true})
 	srv := httptest.NewServer(standInAPI(b, 1))
 	defer srv.Close()
@@ -79,7 +81,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 			lbs[k] = lb
 		}
 		waitReady(ctx, b, lbs)
-		floors := []*exec.Cmd{startIdleFloor(ctx, b, floorBin, mock.URL, "5s"), startIdleFloor(ctx, b, floorBin, mock.URL, "0")}
+		floors := []*exec.Cmd{testenv.StartIdleFloor(ctx, b, floorBin, mock.URL, "5s"), testenv.StartIdleFloor(ctx, b, floorBin, mock.URL, "0")}
 		probeCtx, stopProbes := context.WithCancel(ctx)
 		failed := make([]<-chan int, len(lbs))
 		for k, lb := range lbs {
@@ -129,46 +131,4 @@ func loadAverage(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return strings.Join(strings.Fields(string(data))[:3], " ")
-}
-
-// buildIdleFloor builds test/bench/idlefloor as the release binaries are
-// built (static, stripped).
-func buildIdleFloor(b *testing.B, dir string) string {
-	b.Helper()
-	bin, err := testenv.BuildRelease(b.Context(), testenv.Release{Pkg: "./test/bench/idlefloor", Out: filepath.Join(dir, "idlefloor")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return bin
-}
-
-// startIdleFloor starts the floor against the metadata service at
-// endpoint with the chart's Go settings and the given timeout per read,
-// and returns once it polls (its token fetched); it is stopped when the
-// benchmark ends.
-func startIdleFloor(ctx context.Context, b *testing.B, bin, endpoint, timeout string) *exec.Cmd {
-	b.Helper()
-	cmd := exec.CommandContext(ctx, bin, "--endpoint", endpoint, "--interval", "1s", "--timeout", timeout)
-	cmd.Env = append(os.Environ(), "GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("starting idlefloor: %v", err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if stderr.Len() > 0 {
-			b.Errorf("idlefloor wrote errors: %s", stderr.String())
-		}
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "polling" {
-		b.Fatalf("idlefloor did not start polling (%q, %v); its errors follow", line, err) // by the cleanup, after Wait
-	}
-	return cmd
 }

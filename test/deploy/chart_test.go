@@ -459,6 +459,12 @@ func checkPodSecurity(t *testing.T, ps corev1.PodSpec) {
 			c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 			t.Errorf("container %s probes: want /healthz and /readyz", c.Name)
 		}
+		// The readiness probe is seldom (each probe costs an idle pod CPU);
+		// the startup probe asks /readyz every second, so a new pod is Ready
+		// as soon as it is ready (test/realnode measures it).
+		if p := c.StartupProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.PeriodSeconds != 1 {
+			t.Errorf("container %s startup probe %+v: want /readyz every second", c.Name, p)
+		}
 	}
 }
 

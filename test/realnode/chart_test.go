@@ -101,6 +101,53 @@ func TestChartDaemonSetUpgradeOnRealNode(t *testing.T) {
 	applyObjects(ctx, t, renderChart(t, "lifeboat", ns, values("1.1.0")))
 	upgraded := waitDaemonSetPod(ctx, t, ns, "1.1.0", old.Name)
 	t.Logf("upgrade to 1.1.0 rolled out in %v (%s -> %s)", time.Since(start).Round(time.Millisecond), old.Name, upgraded.Name)
+	// The chart probes readiness every 15 s; its startup probe asks /readyz
+	// every second, and the kubelet probes readiness at once when that
+	// passes: a pod of a rolling update is Ready within about a second of
+	// lifeboat being ready, not at the next readiness period. (The first
+	// pod's figure is logged, not held: a kubelet that started less than a
+	// probe period ago, as this node's did, waits a random part of that
+	// period before its first readiness probe.)
+	for _, p := range []corev1.Pod{old, upgraded} {
+		d, err := readyAfterStart(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s Ready %v after its container started (the API's times, whole seconds)", p.Name, d)
+		if p.Name == upgraded.Name && d > 4*time.Second {
+			t.Errorf("%s Ready %v after its container started, want within 4 s: a rolling update waits that long on every node; its events:\n%s",
+				p.Name, d, podEvents(ctx, ns, p.Name))
+		}
+	}
+}
+
+// podEvents lists a pod's events, one a line (the kubelet's probe
+// failures among them).
+func podEvents(ctx context.Context, ns, pod string) string {
+	l, err := suite.Kube.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range l.Items {
+		fmt.Fprintf(&b, "  %s %s %s x%d: %s\n", e.FirstTimestamp.Format(time.TimeOnly), e.Type, e.Reason, e.Count, e.Message)
+	}
+	return b.String()
+}
+
+// readyAfterStart is the time from a pod's first container starting to the
+// pod's Ready condition turning true, as the kubelet reported them.
+func readyAfterStart(p corev1.Pod) (time.Duration, error) {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+		return 0, fmt.Errorf("pod %s: no running container in its status", p.Name)
+	}
+	started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Sub(started), nil
+		}
+	}
+	return 0, fmt.Errorf("pod %s is not Ready", p.Name)
 }
 
 // renderChart renders the packaged chart as `helm template` would, in

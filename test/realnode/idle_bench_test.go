@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"lifeboat.dev/lifeboat/test/testenv"
 )
 
@@ -26,7 +28,13 @@ import (
 // With LIFEBOAT_BENCH_NTH_SOURCE set to a checkout of
 // aws-node-termination-handler, NTH's DaemonSet, built from it and
 // installed from its own chart at its defaults (startNTH), idles on the
-// same node in the same window and is measured alike.
+// same node in the same window and is measured alike. With
+// LIFEBOAT_BENCH_OLD_PROBES=1 a second release of the chart, the same but
+// for the probes it had before session 26 (oldProbes), idles beside it.
+// The floor runs on the host in the same window: test/bench/idlefloor,
+// net/http reading the Spot path of the same mock once a second with a 5 s
+// timeout and nothing else, with the chart's Go settings; each process's
+// figure is printed with its ratio to the floor's.
 //
 //	LIFEBOAT_BENCH_IDLE=10m flock /tmp/lifeboat-testbed.lock go test -count=1 -timeout 30m -run '^$' -bench DaemonSetIdleOnRealNode -benchtime 1x ./test/realnode/
 func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
@@ -58,35 +66,65 @@ func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
 		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
 		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()},
 	}
-	applyObjects(ctx, b, renderChart(b, "lifeboat", ns, map[string]any{
-		"mode":                  "imds",
-		"image":                 map[string]any{"repository": testenv.LifeboatImageRepository, "tag": "idle", "pullPolicy": "Never"},
-		"useHostNetwork":        true,
-		"instanceMetadataURL":   mock.URL,
-		"port":                  port,
-		"daemonsetNodeSelector": selector,
-		"extraEnv":              apiEnv,
-	}))
+	values := func(port int) map[string]any {
+		return map[string]any{
+			"mode":                  "imds",
+			"image":                 map[string]any{"repository": testenv.LifeboatImageRepository, "tag": "idle", "pullPolicy": "Never"},
+			"useHostNetwork":        true,
+			"instanceMetadataURL":   mock.URL,
+			"port":                  port,
+			"daemonsetNodeSelector": selector,
+			"extraEnv":              apiEnv,
+		}
+	}
+	applyObjects(ctx, b, renderChart(b, "lifeboat", ns, values(port)))
 	pod := waitDaemonSetPod(ctx, b, ns, "idle", "")
 	sides := []idleSide{{name: "lifeboat", ns: ns, pod: pod.Name, pid: hostPID(b, "/usr/local/bin/lifeboat-imds", string(pod.UID))}}
+	if os.Getenv("LIFEBOAT_BENCH_OLD_PROBES") == "1" {
+		oldNS := suite.Kube.Namespace(b)
+		oldPort, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		objs := renderChart(b, "lifeboat-old-probes", oldNS, values(oldPort))
+		oldProbes(b, objs)
+		applyObjects(ctx, b, objs)
+		old := waitDaemonSetPod(ctx, b, oldNS, "idle", "")
+		sides = append(sides, idleSide{name: "old_probes", ns: oldNS, pod: old.Name, pid: hostPID(b, "/usr/local/bin/lifeboat-imds", string(old.UID))})
+	}
 	if nth := startNTH(ctx, b, node, mock.URL, selector, apiEnv); nth != nil {
 		sides = append(sides, idleSide{name: "nth", ns: nth.ns, pod: nth.name, pid: nth.pid})
 	}
+	floorBin, err := testenv.BuildIdleFloor(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := testenv.StartIdleFloor(ctx, b, floorBin, mock.URL, "5s")
+	sides = append(sides, idleSide{name: "floor", pid: floor.Process.Pid})
 	for range b.N {
 		time.Sleep(30 * time.Second)
 		t0 := time.Now()
 		for k := range sides {
-			sides[k].k0, sides[k].p0 = kubeletUsage(ctx, b, node, sides[k].ns, sides[k].pod), processCPU(b, sides[k].pid)
+			if sides[k].pod != "" {
+				sides[k].k0 = kubeletUsage(ctx, b, node, sides[k].ns, sides[k].pod)
+			}
+			sides[k].p0 = processCPU(b, sides[k].pid)
 		}
 		time.Sleep(idle)
 		t1 := time.Now()
 		perHour := func(d time.Duration) float64 { return d.Seconds() * float64(time.Hour) / float64(t1.Sub(t0)) }
+		floorOwn := perHour(processCPU(b, floor.Process.Pid) - sides[len(sides)-1].p0)
 		for _, s := range sides {
-			k1, p1 := kubeletUsage(ctx, b, node, s.ns, s.pod), processCPU(b, s.pid)
+			own := perHour(processCPU(b, s.pid) - s.p0)
+			if s.pod == "" {
+				fmt.Printf("floor (test/bench/idlefloor on the host, net/http reading the Spot path once a second, 5 s timeout, the chart's Go settings), same window: %.2f s/h\n", own)
+				b.ReportMetric(own, "floor_cpu_s/h")
+				continue
+			}
+			k1 := kubeletUsage(ctx, b, node, s.ns, s.pod)
 			kubelet := perHour(time.Duration(k1.coreNanoSeconds - s.k0.coreNanoSeconds))
-			own := perHour(p1 - s.p0)
-			fmt.Printf("%s DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU, the process's threads %.2f s/h; working set %.1f MiB\n",
-				s.name, t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, own, float64(k1.workingSet)/(1<<20))
+			fmt.Printf("%s DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU (%.2f × the floor), the process's threads %.2f s/h; working set %.1f MiB\n",
+				s.name, t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, kubelet/floorOwn, own, float64(k1.workingSet)/(1<<20))
 			suffix := ""
 			if s.name != "lifeboat" {
 				suffix = "_" + s.name
@@ -142,4 +180,32 @@ func processCPU(b *testing.B, pid int) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// oldProbes gives the rendered chart's DaemonSet the probes the chart had
+// before session 26: liveness /healthz every 10 s, readiness /readyz every
+// 5 s, no startup probe.
+func oldProbes(b *testing.B, objs []*unstructured.Unstructured) {
+	b.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			continue
+		}
+		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if err != nil || len(containers) != 1 {
+			b.Fatalf("the chart's DaemonSet containers: %v (%d)", err, len(containers))
+		}
+		c := containers[0].(map[string]any)
+		probe := func(path string, period int64) map[string]any {
+			return map[string]any{"httpGet": map[string]any{"path": path, "port": "http"}, "periodSeconds": period, "failureThreshold": int64(3)}
+		}
+		delete(c, "startupProbe")
+		c["livenessProbe"] = probe("/healthz", 10)
+		c["readinessProbe"] = probe("/readyz", 5)
+		if err := unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+			b.Fatal(err)
+		}
+		return
+	}
+	b.Fatal("the chart rendered no DaemonSet")
 }
