@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"lifeboat.dev/lifeboat/test/testenv"
@@ -34,7 +36,9 @@ import (
 // The floor runs on the host in the same window: test/bench/idlefloor,
 // net/http reading the Spot path of the same mock once a second with a 5 s
 // timeout and nothing else, with the chart's Go settings; each process's
-// figure is printed with its ratio to the floor's.
+// figure is printed with its ratio to the floor's. The same floor also runs
+// as a pod on the node's network (startFloorPod): what a pod that does
+// nothing but poll costs there.
 //
 //	LIFEBOAT_BENCH_IDLE=10m flock /tmp/lifeboat-testbed.lock go test -count=1 -timeout 30m -run '^$' -bench DaemonSetIdleOnRealNode -benchtime 1x ./test/realnode/
 func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
@@ -95,6 +99,8 @@ func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
 	if nth := startNTH(ctx, b, node, mock.URL, selector, apiEnv); nth != nil {
 		sides = append(sides, idleSide{name: "nth", ns: nth.ns, pod: nth.name, pid: nth.pid})
 	}
+	floorPod := startFloorPod(ctx, b, node, dir, mock.URL)
+	sides = append(sides, idleSide{name: "floor_pod", ns: floorPod.Namespace, pod: floorPod.Name, pid: hostPID(b, "/idlefloor", string(floorPod.UID))})
 	floorBin, err := testenv.BuildIdleFloor(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
@@ -113,25 +119,38 @@ func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
 		time.Sleep(idle)
 		t1 := time.Now()
 		perHour := func(d time.Duration) float64 { return d.Seconds() * float64(time.Hour) / float64(t1.Sub(t0)) }
-		floorOwn := perHour(processCPU(b, floor.Process.Pid) - sides[len(sides)-1].p0)
-		for _, s := range sides {
-			own := perHour(processCPU(b, s.pid) - s.p0)
+		// Every figure first (the pods' as the kubelet reports them), then
+		// each with its ratio to the floor on the host and to the floor pod.
+		own, kubelet, ws := make([]float64, len(sides)), make([]float64, len(sides)), make([]float64, len(sides))
+		var floorHost, floorPod float64
+		for k, s := range sides {
+			own[k] = perHour(processCPU(b, s.pid) - s.p0)
+			if s.pod != "" {
+				k1 := kubeletUsage(ctx, b, node, s.ns, s.pod)
+				kubelet[k], ws[k] = perHour(time.Duration(k1.coreNanoSeconds-s.k0.coreNanoSeconds)), float64(k1.workingSet)/(1<<20)
+			}
+			switch s.name {
+			case "floor":
+				floorHost = own[k]
+			case "floor_pod":
+				floorPod = kubelet[k]
+			}
+		}
+		for k, s := range sides {
 			if s.pod == "" {
-				fmt.Printf("floor (test/bench/idlefloor on the host, net/http reading the Spot path once a second, 5 s timeout, the chart's Go settings), same window: %.2f s/h\n", own)
-				b.ReportMetric(own, "floor_cpu_s/h")
+				fmt.Printf("floor (test/bench/idlefloor on the host, net/http reading the Spot path once a second, 5 s timeout, the chart's Go settings), same window: %.2f s/h\n", own[k])
+				b.ReportMetric(own[k], "floor_cpu_s/h")
 				continue
 			}
-			k1 := kubeletUsage(ctx, b, node, s.ns, s.pod)
-			kubelet := perHour(time.Duration(k1.coreNanoSeconds - s.k0.coreNanoSeconds))
-			fmt.Printf("%s DaemonSet idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU (%.2f × the floor), the process's threads %.2f s/h; working set %.1f MiB\n",
-				s.name, t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet, kubelet/floorOwn, own, float64(k1.workingSet)/(1<<20))
+			fmt.Printf("%s idle on a real node, %v (%s to %s UTC): kubelet %.2f s/h CPU (%.2f × the floor on the host, %.2f × the floor pod), the process's threads %.2f s/h; working set %.1f MiB\n",
+				s.name, t1.Sub(t0).Round(time.Second), t0.UTC().Format("15:04:05"), t1.UTC().Format("15:04:05"), kubelet[k], kubelet[k]/floorHost, kubelet[k]/floorPod, own[k], ws[k])
 			suffix := ""
 			if s.name != "lifeboat" {
 				suffix = "_" + s.name
 			}
-			b.ReportMetric(kubelet, "kubelet_cpu_s/h"+suffix)
-			b.ReportMetric(own, "process_cpu_s/h"+suffix)
-			b.ReportMetric(float64(k1.workingSet)/(1<<20), "working_set_MiB"+suffix)
+			b.ReportMetric(kubelet[k], "kubelet_cpu_s/h"+suffix)
+			b.ReportMetric(own[k], "process_cpu_s/h"+suffix)
+			b.ReportMetric(ws[k], "working_set_MiB"+suffix)
 		}
 	}
 }
@@ -208,4 +227,40 @@ func oldProbes(b *testing.B, objs []*unstructured.Unstructured) {
 		return
 	}
 	b.Fatal("the chart rendered no DaemonSet")
+}
+
+// startFloorPod runs test/bench/idlefloor as a pod on the real node, on the
+// node's network with the chart's Go settings, polling the metadata mock at
+// mockURL once a second with a 5 s timeout, and returns it once Running.
+func startFloorPod(ctx context.Context, b *testing.B, node *testenv.RealNode, dir, mockURL string) *corev1.Pod {
+	b.Helper()
+	image, err := testenv.BuildIdleFloorImage(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := node.ImportImage(ctx, image); err != nil {
+		b.Fatal(err)
+	}
+	ns := suite.Kube.Namespace(b)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "idlefloor", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:    node.Name,
+			HostNetwork: true,
+			Containers: []corev1.Container{{
+				Name: "idlefloor", Image: testenv.IdleFloorImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"--endpoint", mockURL, "--interval", "1s", "--timeout", "5s"},
+				Env:  []corev1.EnvVar{{Name: "GOGC", Value: "50"}, {Name: "GOMEMLIMIT", Value: "20MiB"}, {Name: "GOMAXPROCS", Value: "1"}},
+			}},
+		},
+	}
+	created, err := suite.Kube.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eventually(ctx, b, 60*time.Second, "the idle floor's pod Running", func() bool {
+		created, err = suite.Kube.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && created.Status.Phase == corev1.PodRunning
+	})
+	return created
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lifeboat.dev/lifeboat/hack/imagebuild"
 )
 
 // BuildIdleFloor builds test/bench/idlefloor (the least a Go poller does to
@@ -46,4 +48,20 @@ func StartIdleFloor(ctx context.Context, tb testing.TB, bin, endpoint, timeout s
 		tb.Fatalf("idlefloor did not start polling (%q, %v); its errors follow", line, err) // by the cleanup, after Wait
 	}
 	return cmd
+}
+
+// IdleFloorImage is the floor's image (BuildIdleFloorImage): /idlefloor,
+// run as user 65532 as lifeboat's image is.
+const IdleFloorImage = "lifeboat.test/idlefloor:1"
+
+// BuildIdleFloorImage builds the floor into an image of its own, into dir,
+// and returns the path of its archive for RealNode.ImportImage: the floor
+// run as a pod, to hold a DaemonSet's pod against on a real node.
+func BuildIdleFloorImage(dir string) (string, error) {
+	bin, err := goBinary(dir, "./test/bench/idlefloor", "-s -w")
+	if err != nil {
+		return "", err
+	}
+	return writeImage(dir, ImageSpec{Ref: IdleFloorImage, Files: []imagebuild.File{{Path: "/idlefloor", Mode: 0o755, Data: bin}},
+		Entrypoint: []string{"/idlefloor"}, User: "65532"})
 }
