@@ -81,7 +81,7 @@ func BenchmarkDaemonSetFleet(b *testing.B) {
 			}
 			defer mock.Close()
 			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: imdsBin, Dir: nodeDir,
-				Env: []string{"GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1"},
+				Env: testenv.DaemonSetGoEnv,
 				Args: []string{"--mode", "imds", "--node-name", nodes[i], "--imds-endpoint", mock.URL,
 					"--kubeconfig", env.Kubeconfig, "--log-level", "warn"}})
 			if err != nil {

@@ -73,7 +73,7 @@ func BenchmarkIMDSIdleStandIn(b *testing.B) {
 			lb, err := testenv.StartLifeboat(ctx, testenv.LifeboatOptions{Bin: bin, Dir: logs, Args: []string{
 				"--mode", "imds", "--node-name", memNode(0).Name, "--pod-name", "lifeboat", "--pod-namespace", "lifeboat",
 				"--imds-endpoint", mock.URL, "--imds-poll-interval", "1s", "--kubeconfig", kubeconfig, "--log-level", "warn",
-			}, Env: []string{"GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1"}})
+			}, Env: testenv.DaemonSetGoEnv})
 			if err != nil {
 				b.Fatalf("%s: %v", bin, err)
 			}

@@ -155,7 +155,11 @@ func runProbes(ctx context.Context, base string, probes []probe) <-chan int {
 				case <-time.After(p.period):
 				}
 			}
-			failed <- map[bool]int{true: 0, false: 1}[ready]
+			if ready {
+				failed <- 0
+			} else {
+				failed <- 1
+			}
 		}
 		if ready {
 			close(started)

@@ -99,12 +99,12 @@ func BenchmarkDaemonSetIdleOnRealNode(b *testing.B) {
 	if nth := startNTH(ctx, b, node, mock.URL, selector, apiEnv); nth != nil {
 		sides = append(sides, idleSide{name: "nth", ns: nth.ns, pod: nth.name, pid: nth.pid})
 	}
-	floorPod := startFloorPod(ctx, b, node, dir, mock.URL)
-	sides = append(sides, idleSide{name: "floor_pod", ns: floorPod.Namespace, pod: floorPod.Name, pid: hostPID(b, "/idlefloor", string(floorPod.UID))})
 	floorBin, err := testenv.BuildIdleFloor(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
+	floorPod := startFloorPod(ctx, b, node, dir, floorBin, mock.URL)
+	sides = append(sides, idleSide{name: "floor_pod", ns: floorPod.Namespace, pod: floorPod.Name, pid: hostPID(b, "/idlefloor", string(floorPod.UID))})
 	floor := testenv.StartIdleFloor(ctx, b, floorBin, mock.URL, "5s")
 	sides = append(sides, idleSide{name: "floor", pid: floor.Process.Pid})
 	for range b.N {
@@ -229,12 +229,13 @@ func oldProbes(b *testing.B, objs []*unstructured.Unstructured) {
 	b.Fatal("the chart rendered no DaemonSet")
 }
 
-// startFloorPod runs test/bench/idlefloor as a pod on the real node, on the
-// node's network with the chart's Go settings, polling the metadata mock at
-// mockURL once a second with a 5 s timeout, and returns it once Running.
-func startFloorPod(ctx context.Context, b *testing.B, node *testenv.RealNode, dir, mockURL string) *corev1.Pod {
+// startFloorPod runs the floor binary bin (test/bench/idlefloor) as a pod on
+// the real node, on the node's network with the chart's Go settings,
+// polling the metadata mock at mockURL once a second with a 5 s timeout,
+// and returns it once Running.
+func startFloorPod(ctx context.Context, b *testing.B, node *testenv.RealNode, dir, bin, mockURL string) *corev1.Pod {
 	b.Helper()
-	image, err := testenv.BuildIdleFloorImage(dir)
+	image, err := testenv.IdleFloorImageArchive(dir, bin)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -250,9 +251,12 @@ func startFloorPod(ctx context.Context, b *testing.B, node *testenv.RealNode, di
 			Containers: []corev1.Container{{
 				Name: "idlefloor", Image: testenv.IdleFloorImage, ImagePullPolicy: corev1.PullNever,
 				Args: []string{"--endpoint", mockURL, "--interval", "1s", "--timeout", "5s"},
-				Env:  []corev1.EnvVar{{Name: "GOGC", Value: "50"}, {Name: "GOMEMLIMIT", Value: "20MiB"}, {Name: "GOMAXPROCS", Value: "1"}},
 			}},
 		},
+	}
+	for _, kv := range testenv.DaemonSetGoEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: k, Value: v})
 	}
 	created, err := suite.Kube.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

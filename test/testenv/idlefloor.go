@@ -12,6 +12,12 @@ import (
 	"lifeboat.dev/lifeboat/hack/imagebuild"
 )
 
+// DaemonSetGoEnv is the Go runtime settings the chart gives the IMDS-mode
+// DaemonSet at its defaults (values.yaml daemonsetGoGC, daemonsetGoMemLimit,
+// daemonsetGoMaxProcs; test/deploy holds the chart to them), for the
+// processes the benchmarks run as that DaemonSet would.
+var DaemonSetGoEnv = []string{"GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1"}
+
 // BuildIdleFloor builds test/bench/idlefloor (the least a Go poller does to
 // read the Spot notice once a second) as the release binaries are built
 // (static, stripped), into dir.
@@ -26,7 +32,7 @@ func BuildIdleFloor(ctx context.Context, dir string) (string, error) {
 func StartIdleFloor(ctx context.Context, tb testing.TB, bin, endpoint, timeout string) *exec.Cmd {
 	tb.Helper()
 	cmd := exec.CommandContext(ctx, bin, "--endpoint", endpoint, "--interval", "1s", "--timeout", timeout)
-	cmd.Env = append(os.Environ(), "GOGC=50", "GOMEMLIMIT=20MiB", "GOMAXPROCS=1")
+	cmd.Env = append(os.Environ(), DaemonSetGoEnv...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -50,18 +56,19 @@ func StartIdleFloor(ctx context.Context, tb testing.TB, bin, endpoint, timeout s
 	return cmd
 }
 
-// IdleFloorImage is the floor's image (BuildIdleFloorImage): /idlefloor,
+// IdleFloorImage is the floor's image (IdleFloorImageArchive): /idlefloor,
 // run as user 65532 as lifeboat's image is.
 const IdleFloorImage = "lifeboat.test/idlefloor:1"
 
-// BuildIdleFloorImage builds the floor into an image of its own, into dir,
-// and returns the path of its archive for RealNode.ImportImage: the floor
-// run as a pod, to hold a DaemonSet's pod against on a real node.
-func BuildIdleFloorImage(dir string) (string, error) {
-	bin, err := goBinary(dir, "./test/bench/idlefloor", "-s -w")
+// IdleFloorImageArchive packs the floor bin (BuildIdleFloor's) into an
+// image of its own, into dir, and returns the path of its archive for
+// RealNode.ImportImage: the same binary run as a pod, to hold a
+// DaemonSet's pod against on a real node.
+func IdleFloorImageArchive(dir, bin string) (string, error) {
+	data, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
 	}
-	return writeImage(dir, ImageSpec{Ref: IdleFloorImage, Files: []imagebuild.File{{Path: "/idlefloor", Mode: 0o755, Data: bin}},
+	return writeImage(dir, ImageSpec{Ref: IdleFloorImage, Files: []imagebuild.File{{Path: "/idlefloor", Mode: 0o755, Data: data}},
 		Entrypoint: []string{"/idlefloor"}, User: "65532"})
 }
